@@ -1,0 +1,437 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// FailoverPolicySpec says which member clusters fedfailover looks after and how.
+// +kubebuilder:validation:XValidation:rule="has(self.nodeRecovery) || has(self.rebalance)",message="at least one of nodeRecovery or rebalance must be set"
+type FailoverPolicySpec struct {
+	// ClusterSelector selects member clusters by the labels of their KubeFedCluster
+	// objects. Empty or absent selects every joined member.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+
+	// NodeRecovery recovers pods with PersistentVolumes from lost nodes inside a
+	// member. Absent means node recovery is off for the selected members.
+	// +optional
+	NodeRecovery *NodeRecoverySpec `json:"nodeRecovery,omitempty"`
+
+	// Rebalance shifts kubefed ReplicaSchedulingPreference weights away from
+	// members that failed or ran out of capacity, and back when they recover.
+	// Absent means rebalancing is off.
+	// +optional
+	Rebalance *RebalanceSpec `json:"rebalance,omitempty"`
+
+	// DryRun makes every decision and reports it in status and events, but
+	// changes nothing in any cluster.
+	// +optional
+	// +kubebuilder:default=false
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// RecoveryMethod is how pods are released from a fenced node.
+// +kubebuilder:validation:Enum=Auto;OutOfServiceTaint;ForceDelete
+type RecoveryMethod string
+
+const (
+	// RecoveryMethodAuto uses the out-of-service taint on members whose API
+	// server is 1.28 or newer and ForceDelete on older ones.
+	RecoveryMethodAuto RecoveryMethod = "Auto"
+	// RecoveryMethodOutOfServiceTaint applies node.kubernetes.io/out-of-service.
+	RecoveryMethodOutOfServiceTaint RecoveryMethod = "OutOfServiceTaint"
+	// RecoveryMethodForceDelete deletes the node's in-scope pods with grace
+	// period 0 and then its VolumeAttachments.
+	RecoveryMethodForceDelete RecoveryMethod = "ForceDelete"
+)
+
+// NodeRecoverySpec configures detection, fencing and recovery of lost nodes.
+// +kubebuilder:validation:XValidation:rule="!has(self.fencing) || !has(self.fencing.assumeFencedAfter) || duration(self.fencing.assumeFencedAfter) >= duration(self.notReadyFor)",message="fencing.assumeFencedAfter must not be shorter than notReadyFor",fieldPath=".fencing.assumeFencedAfter"
+type NodeRecoverySpec struct {
+	// Enabled turns node recovery on or off without deleting its settings.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled bool `json:"enabled"`
+
+	// NotReadyFor is how long a node's Ready condition must be other than True,
+	// counted from its last transition, before the node counts as lost.
+	// +optional
+	// +kubebuilder:default="60s"
+	NotReadyFor Duration `json:"notReadyFor,omitempty"`
+
+	// Fencing says which evidence proves that a lost node is really off.
+	// Without such evidence fedfailover never releases a node's volumes.
+	// +optional
+	// +kubebuilder:default={}
+	Fencing FencingSpec `json:"fencing,omitempty"`
+
+	// Method is how pods are released once a node is fenced.
+	// +optional
+	// +kubebuilder:default=Auto
+	Method RecoveryMethod `json:"method,omitempty"`
+
+	// MaxUnhealthy stops all recovery in a member while more of its nodes than
+	// this (a count, or a percentage of the member's nodes) are lost at once:
+	// many nodes failing together is more likely a network or control-plane
+	// problem than many dead machines.
+	// +optional
+	// +kubebuilder:default="40%"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
+
+	// StormCooldown is how long a storm must be over (lost nodes back within
+	// maxUnhealthy) before recovery resumes in that member.
+	// +optional
+	// +kubebuilder:default="5m"
+	StormCooldown Duration `json:"stormCooldown,omitempty"`
+
+	// Pods limits which pods on a fenced node are force-deleted (ForceDelete
+	// method) and tracked until their replacements run.
+	// +optional
+	Pods PodScope `json:"pods,omitempty"`
+}
+
+// FencingSpec lists the evidence that counts as proof that a node is off.
+// Each kind of evidence is independent; any one of them is enough.
+// +kubebuilder:validation:XValidation:rule="self.machineInfrastructureDeleted || (has(self.poweredOffConditions) && size(self.poweredOffConditions) > 0) || has(self.externalFenceAnnotation) || has(self.assumeFencedAfter)",message="no fencing evidence is enabled: enable machineInfrastructureDeleted, poweredOffConditions, externalFenceAnnotation or assumeFencedAfter"
+// +kubebuilder:validation:XValidation:rule="!has(self.requestMachineDeletion) || !self.requestMachineDeletion || self.machineInfrastructureDeleted",message="requestMachineDeletion needs machineInfrastructureDeleted: deleting a Machine only fences a node once its infrastructure is gone",fieldPath=".requestMachineDeletion"
+type FencingSpec struct {
+	// MachineInfrastructureDeleted accepts a Cluster API Machine that is being
+	// deleted and whose infrastructure is reported gone (or a Node that was
+	// deleted together with its Machine's infrastructure) as proof.
+	// +optional
+	// +kubebuilder:default=true
+	MachineInfrastructureDeleted bool `json:"machineInfrastructureDeleted"`
+
+	// PoweredOffConditions are Machine conditions that mean "powered off" for
+	// infrastructure providers that report power state.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	PoweredOffConditions []MachineConditionMatch `json:"poweredOffConditions,omitempty"`
+
+	// ExternalFenceAnnotation is an annotation key that a fencing agent sets to
+	// "true" on the member Node or on its Machine once it has fenced the node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	ExternalFenceAnnotation string `json:"externalFenceAnnotation,omitempty"`
+
+	// AssumeFencedAfter treats a node lost for this long as fenced without any
+	// evidence. UNSAFE unless every node runs a watchdog that powers it off when
+	// it loses its control plane for less than this long: a partitioned node
+	// that is still running would keep writing to volumes that another node
+	// now mounts.
+	// +optional
+	AssumeFencedAfter *Duration `json:"assumeFencedAfter,omitempty"`
+
+	// RequestMachineDeletion lets fedfailover delete the Machine of a lost node
+	// (as a MachineHealthCheck would) to obtain fencing through infrastructure
+	// deletion. Never done for a Machine owned by a MachineHealthCheck or an
+	// external remediation.
+	// +optional
+	// +kubebuilder:default=false
+	RequestMachineDeletion bool `json:"requestMachineDeletion,omitempty"`
+}
+
+// MachineConditionMatch matches a Cluster API Machine condition.
+type MachineConditionMatch struct {
+	// Type is the condition type, e.g. "PowerOn".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	Type string `json:"type"`
+
+	// Status is the condition status that means powered off.
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status metav1.ConditionStatus `json:"status"`
+
+	// Reasons, when set, also require one of these reasons.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// PodScope selects pods by namespace and labels.
+// +kubebuilder:validation:XValidation:rule="!(has(self.namespaces) && has(self.namespaceSelector))",message="namespaces and namespaceSelector are mutually exclusive"
+type PodScope struct {
+	// Namespaces lists namespaces by name. Empty means all namespaces.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// NamespaceSelector selects namespaces by label.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// Selector selects pods by label. Absent selects every pod.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// RebalanceSpec configures cross-member ReplicaSchedulingPreference shifting.
+// +kubebuilder:validation:XValidation:rule="!has(self.failback) || !has(self.failback.stabilizationWindow) || duration(self.failback.stabilizationWindow) >= duration(self.minInterval)",message="failback.stabilizationWindow must not be shorter than minInterval",fieldPath=".failback.stabilizationWindow"
+type RebalanceSpec struct {
+	// Enabled turns rebalancing on or off without deleting its settings.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled bool `json:"enabled"`
+
+	// ReplicaSchedulingPreferences selects the RSPs to manage. Their
+	// spec.clusters as the user wrote it is the baseline fedfailover returns to.
+	// +optional
+	ReplicaSchedulingPreferences PodScope `json:"replicaSchedulingPreferences,omitempty"`
+
+	// CapacityExhaustedAfter is how long a workload's pods in a member must be
+	// Unschedulable before the member counts as out of capacity for it.
+	// +optional
+	// +kubebuilder:default="10s"
+	CapacityExhaustedAfter Duration `json:"capacityExhaustedAfter,omitempty"`
+
+	// ClusterFailedAfter is how long a member must be disconnected or not Ready
+	// in kubefed before its replicas are moved elsewhere.
+	// +optional
+	// +kubebuilder:default="20s"
+	ClusterFailedAfter Duration `json:"clusterFailedAfter,omitempty"`
+
+	// Failback controls the return to the baseline once a member recovers.
+	// +optional
+	// +kubebuilder:default={}
+	Failback FailbackSpec `json:"failback,omitempty"`
+
+	// MinInterval is the least time between two changes of the same RSP,
+	// except when a member fails.
+	// +optional
+	// +kubebuilder:default="30s"
+	MinInterval Duration `json:"minInterval,omitempty"`
+}
+
+// FailbackSpec controls how replicas return to a recovered member.
+type FailbackSpec struct {
+	// StabilizationWindow is how long a member must be healthy with room
+	// before replicas move back to it.
+	// +optional
+	// +kubebuilder:default="2m"
+	StabilizationWindow Duration `json:"stabilizationWindow,omitempty"`
+
+	// MaxStep is the most replicas moved back to a member per minInterval.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxStep int32 `json:"maxStep,omitempty"`
+
+	// MakeBeforeBreak raises totalReplicas temporarily so a returning member's
+	// pods are Ready before the other members shrink.
+	// +optional
+	// +kubebuilder:default=true
+	MakeBeforeBreak bool `json:"makeBeforeBreak"`
+}
+
+// Condition types of a FailoverPolicy.
+const (
+	// ConditionReady is True when the policy is valid and being enforced.
+	ConditionReady = "Ready"
+	// ConditionMembersConnected is True when every selected member is connected.
+	ConditionMembersConnected = "MembersConnected"
+	// ConditionStormActive is True while a member has more lost nodes than maxUnhealthy.
+	ConditionStormActive = "StormActive"
+	// ConditionFencingBlocked is True while a lost node cannot be recovered for lack of evidence.
+	ConditionFencingBlocked = "FencingBlocked"
+)
+
+// FailoverPolicyStatus is the observed state of a FailoverPolicy.
+type FailoverPolicyStatus struct {
+	// ObservedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, MembersConnected, StormActive, FencingBlocked.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ConnectedMembers counts selected members that are connected.
+	// +optional
+	ConnectedMembers int32 `json:"connectedMembers,omitempty"`
+
+	// Members summarises each selected member cluster.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// Recoveries lists node recoveries in progress or blocked.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Recoveries []NodeRecoveryStatus `json:"recoveries,omitempty"`
+
+	// Rebalances lists managed RSPs that are currently shifted from baseline.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Rebalances []RebalanceStatus `json:"rebalances,omitempty"`
+
+	// RecentDecisions is a bounded log of recent actions, newest first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	RecentDecisions []Decision `json:"recentDecisions,omitempty"`
+}
+
+// MemberStatus summarises one member cluster.
+type MemberStatus struct {
+	// Name of the KubeFedCluster.
+	Name string `json:"name"`
+	// Connected is true while fedfailover holds a healthy connection.
+	Connected bool `json:"connected"`
+	// Reason is a CamelCase reason for the connection state.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message explains the connection state.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastProbeTime is when the member was last probed.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+	// ServerVersion is the member API server's version.
+	// +optional
+	ServerVersion string `json:"serverVersion,omitempty"`
+	// NodesReady and NodesTotal count the member's nodes.
+	// +optional
+	NodesReady int32 `json:"nodesReady,omitempty"`
+	// +optional
+	NodesTotal int32 `json:"nodesTotal,omitempty"`
+	// LostNodes counts nodes that are lost (not Ready for notReadyFor).
+	// +optional
+	LostNodes int32 `json:"lostNodes,omitempty"`
+	// FencedNodes counts lost nodes with fencing evidence.
+	// +optional
+	FencedNodes int32 `json:"fencedNodes,omitempty"`
+	// StormActive is true while recovery is suspended in this member.
+	// +optional
+	StormActive bool `json:"stormActive,omitempty"`
+}
+
+// RecoveryPhase is the stage of one node's recovery.
+// +kubebuilder:validation:Enum=Lost;Blocked;Fenced;Recovering;Recovered;Suspended
+type RecoveryPhase string
+
+// Recovery phases.
+const (
+	RecoveryPhaseLost       RecoveryPhase = "Lost"
+	RecoveryPhaseBlocked    RecoveryPhase = "Blocked"
+	RecoveryPhaseFenced     RecoveryPhase = "Fenced"
+	RecoveryPhaseRecovering RecoveryPhase = "Recovering"
+	RecoveryPhaseRecovered  RecoveryPhase = "Recovered"
+	RecoveryPhaseSuspended  RecoveryPhase = "Suspended"
+)
+
+// NodeRecoveryStatus is the state of one lost node.
+type NodeRecoveryStatus struct {
+	// Cluster is the member cluster.
+	Cluster string `json:"cluster"`
+	// Node is the member Node name.
+	Node string `json:"node"`
+	// Machine is the Cluster API Machine (namespace/name), if any.
+	// +optional
+	Machine string `json:"machine,omitempty"`
+	// Phase of the recovery.
+	Phase RecoveryPhase `json:"phase"`
+	// LostSince is when the node's Ready condition stopped being True.
+	// +optional
+	LostSince *metav1.Time `json:"lostSince,omitempty"`
+	// FencedAt is when fencing evidence was first seen.
+	// +optional
+	FencedAt *metav1.Time `json:"fencedAt,omitempty"`
+	// Evidence names the fencing evidence found.
+	// +optional
+	Evidence string `json:"evidence,omitempty"`
+	// Method is the recovery method applied.
+	// +optional
+	Method RecoveryMethod `json:"method,omitempty"`
+	// AffectedPods counts in-scope pods that were on the node.
+	// +optional
+	AffectedPods int32 `json:"affectedPods,omitempty"`
+	// Message explains the phase, e.g. which evidence is missing.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RebalanceStatus is the state of one managed RSP.
+type RebalanceStatus struct {
+	// Namespace and Name of the ReplicaSchedulingPreference.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Shifted is true while the RSP differs from its baseline.
+	Shifted bool `json:"shifted"`
+	// Reason for the current placement.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// LastChangeTime is when fedfailover last changed the RSP.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+}
+
+// Decision records one action fedfailover took or, in dry-run, would take.
+type Decision struct {
+	// Time of the decision.
+	Time metav1.Time `json:"time"`
+	// Cluster the decision is about.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// Object is Kind/namespace/name (or Kind/name) the decision acted on.
+	Object string `json:"object"`
+	// Action taken, e.g. TaintedOutOfService, ShiftedWeights.
+	Action string `json:"action"`
+	// Reason is a CamelCase reason.
+	Reason string `json:"reason"`
+	// Message explains the decision.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// DryRun is true when the action was only reported.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// FailoverPolicy keeps workloads on a kubefed federation alive when member
+// nodes or whole members fail.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=fop,categories=fedfailover
+// +kubebuilder:printcolumn:name="Recovery",type=boolean,JSONPath=`.spec.nodeRecovery.enabled`
+// +kubebuilder:printcolumn:name="Rebalance",type=boolean,JSONPath=`.spec.rebalance.enabled`
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`
+// +kubebuilder:printcolumn:name="Connected",type=integer,JSONPath=`.status.connectedMembers`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Storm",type=string,JSONPath=`.status.conditions[?(@.type=="StormActive")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type FailoverPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   FailoverPolicySpec   `json:"spec,omitempty"`
+	Status FailoverPolicyStatus `json:"status,omitempty"`
+}
+
+// FailoverPolicyList is a list of FailoverPolicy.
+// +kubebuilder:object:root=true
+type FailoverPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []FailoverPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&FailoverPolicy{}, &FailoverPolicyList{})
+}

@@ -1,0 +1,212 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/internal/testenv"
+)
+
+// The API tests run against a real kube-apiserver so the CRD's OpenAPI and
+// CEL rules are exercised exactly as admission applies them.
+func newClient(t *testing.T) client.Client {
+	t.Helper()
+	cfg := testenv.Start(t)
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func policyFromYAML(t *testing.T, name, specYAML string) *unstructured.Unstructured {
+	t.Helper()
+	spec := map[string]any{}
+	if err := yaml.Unmarshal([]byte(specYAML), &spec); err != nil {
+		t.Fatalf("bad test YAML: %v", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "FailoverPolicy",
+		"metadata":   map[string]any{"name": name},
+		"spec":       spec,
+	}}
+	return u
+}
+
+func TestValidation(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+
+	// Each case is invalid for exactly one reason; the error must name the
+	// field and say why.
+	cases := []struct {
+		name      string
+		spec      string
+		wantField string
+		wantWhy   string
+	}{
+		{"zero notReadyFor", `nodeRecovery: {notReadyFor: 0s}`,
+			"spec.nodeRecovery.notReadyFor", "must be a positive duration"},
+		{"negative notReadyFor", `nodeRecovery: {notReadyFor: "-5s"}`,
+			"spec.nodeRecovery.notReadyFor", "should match"},
+		{"notReadyFor without unit", `nodeRecovery: {notReadyFor: "30"}`,
+			"spec.nodeRecovery.notReadyFor", "should match"},
+		{"maxUnhealthy over 100%", `nodeRecovery: {maxUnhealthy: "101%"}`,
+			"spec.nodeRecovery.maxUnhealthy", "percentage from 0% to 100%"},
+		{"maxUnhealthy negative", `nodeRecovery: {maxUnhealthy: -1}`,
+			"spec.nodeRecovery.maxUnhealthy", "non-negative integer"},
+		{"maxUnhealthy words", `nodeRecovery: {maxUnhealthy: "half"}`,
+			"spec.nodeRecovery.maxUnhealthy", "percentage from 0% to 100%"},
+		{"unknown method", `nodeRecovery: {method: Reboot}`,
+			"spec.nodeRecovery.method", "Unsupported value"},
+		{"no fencing evidence", `nodeRecovery: {fencing: {machineInfrastructureDeleted: false}}`,
+			"spec.nodeRecovery.fencing", "no fencing evidence is enabled"},
+		{"assumeFencedAfter shorter than notReadyFor", `nodeRecovery: {notReadyFor: 2m, fencing: {assumeFencedAfter: 1m}}`,
+			"spec.nodeRecovery.fencing.assumeFencedAfter", "must not be shorter than notReadyFor"},
+		{"requestMachineDeletion without infrastructure evidence",
+			`nodeRecovery: {fencing: {machineInfrastructureDeleted: false, externalFenceAnnotation: x.io/fenced, requestMachineDeletion: true}}`,
+			"spec.nodeRecovery.fencing.requestMachineDeletion", "needs machineInfrastructureDeleted"},
+		{"powered-off condition with bad status", `nodeRecovery: {fencing: {poweredOffConditions: [{type: PowerOn, status: "Off"}]}}`,
+			"spec.nodeRecovery.fencing.poweredOffConditions[0].status", "Unsupported value"},
+		{"powered-off condition without type", `nodeRecovery: {fencing: {poweredOffConditions: [{type: "", status: "False"}]}}`,
+			"spec.nodeRecovery.fencing.poweredOffConditions[0].type", "at least 1 chars long"},
+		{"bad external fence annotation", `nodeRecovery: {fencing: {externalFenceAnnotation: "not a key!"}}`,
+			"spec.nodeRecovery.fencing.externalFenceAnnotation", "should match"},
+		{"pod namespaces and namespaceSelector", `nodeRecovery: {pods: {namespaces: [a], namespaceSelector: {matchLabels: {a: b}}}}`,
+			"spec.nodeRecovery.pods", "mutually exclusive"},
+		{"zero stormCooldown", `nodeRecovery: {stormCooldown: 0ms}`,
+			"spec.nodeRecovery.stormCooldown", "must be a positive duration"},
+		{"maxStep zero", `rebalance: {failback: {maxStep: 0}}`,
+			"spec.rebalance.failback.maxStep", "should be greater than or equal to 1"},
+		{"stabilizationWindow shorter than minInterval", `rebalance: {minInterval: 5m, failback: {stabilizationWindow: 1m}}`,
+			"spec.rebalance.failback.stabilizationWindow", "must not be shorter than minInterval"},
+		{"capacityExhaustedAfter without unit", `rebalance: {capacityExhaustedAfter: "0.5"}`,
+			"spec.rebalance.capacityExhaustedAfter", "should match"},
+		{"zero clusterFailedAfter", `rebalance: {clusterFailedAfter: 0s}`,
+			"spec.rebalance.clusterFailedAfter", "must be a positive duration"},
+		{"RSP namespaces and namespaceSelector", `rebalance: {replicaSchedulingPreferences: {namespaces: [a], namespaceSelector: {}}}`,
+			"spec.rebalance.replicaSchedulingPreferences", "mutually exclusive"},
+		{"nothing to do", `dryRun: true`,
+			"spec", "at least one of nodeRecovery or rebalance must be set"},
+		{"duplicate reasons", `nodeRecovery: {fencing: {poweredOffConditions: [{type: PowerOn, status: "False", reasons: [Off, Off]}]}}`,
+			"spec.nodeRecovery.fencing.poweredOffConditions[0].reasons[1]", "Duplicate value"},
+	}
+	if len(cases) < 15 {
+		t.Fatalf("need at least 15 invalid cases, have %d", len(cases))
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := policyFromYAML(t, "invalid-"+strings.ReplaceAll(strings.ToLower(tc.name), " ", "-"), tc.spec)
+			err := c.Create(ctx, obj)
+			if err == nil {
+				_ = c.Delete(ctx, obj)
+				t.Fatalf("case %d: policy %q was accepted, want rejection", i, tc.spec)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.wantField) {
+				t.Errorf("error does not name field %q:\n%s", tc.wantField, msg)
+			}
+			if !strings.Contains(msg, tc.wantWhy) {
+				t.Errorf("error does not say %q:\n%s", tc.wantWhy, msg)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+
+	obj := policyFromYAML(t, "defaults", `{nodeRecovery: {}, rebalance: {}}`)
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatalf("minimal policy rejected: %v", err)
+	}
+	var got v1alpha1.FailoverPolicy
+	if err := c.Get(ctx, client.ObjectKey{Name: "defaults"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	nr, rb := got.Spec.NodeRecovery, got.Spec.Rebalance
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"nodeRecovery.enabled", nr.Enabled, true},
+		{"nodeRecovery.notReadyFor", nr.NotReadyFor.Get(), time.Minute},
+		{"nodeRecovery.method", nr.Method, v1alpha1.RecoveryMethodAuto},
+		{"nodeRecovery.maxUnhealthy", *nr.MaxUnhealthy, intstr.FromString("40%")},
+		{"nodeRecovery.stormCooldown", nr.StormCooldown.Get(), 5 * time.Minute},
+		{"nodeRecovery.fencing.machineInfrastructureDeleted", nr.Fencing.MachineInfrastructureDeleted, true},
+		{"nodeRecovery.fencing.requestMachineDeletion", nr.Fencing.RequestMachineDeletion, false},
+		{"nodeRecovery.fencing.assumeFencedAfter", nr.Fencing.AssumeFencedAfter == nil, true},
+		{"rebalance.enabled", rb.Enabled, true},
+		{"rebalance.capacityExhaustedAfter", rb.CapacityExhaustedAfter.Get(), 10 * time.Second},
+		{"rebalance.clusterFailedAfter", rb.ClusterFailedAfter.Get(), 20 * time.Second},
+		{"rebalance.minInterval", rb.MinInterval.Get(), 30 * time.Second},
+		{"rebalance.failback.stabilizationWindow", rb.Failback.StabilizationWindow.Get(), 2 * time.Minute},
+		{"rebalance.failback.maxStep", rb.Failback.MaxStep, int32(2)},
+		{"rebalance.failback.makeBeforeBreak", rb.Failback.MakeBeforeBreak, true},
+		{"dryRun", got.Spec.DryRun, false},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("default %s = %v, want %v", ch.what, ch.got, ch.want)
+		}
+	}
+}
+
+func TestSamplesAccepted(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "failover_*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples found (err=%v)", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(data, &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Create(ctx, u); err != nil {
+				t.Fatalf("sample rejected: %v", err)
+			}
+			// A typed round trip proves the sample's fields all map onto the Go API.
+			var typed v1alpha1.FailoverPolicy
+			if err := c.Get(ctx, client.ObjectKey{Name: u.GetName()}, &typed); err != nil {
+				t.Fatal(err)
+			}
+			if typed.Spec.NodeRecovery == nil && typed.Spec.Rebalance == nil {
+				t.Errorf("sample %s has neither nodeRecovery nor rebalance after decoding", u.GetName())
+			}
+		})
+	}
+}

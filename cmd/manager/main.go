@@ -1,0 +1,123 @@
+// Command manager runs the fedfailover operator on the kubefed host cluster.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// Leader election and events are needed by the manager itself.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;update;patch
+
+type options struct {
+	metricsAddr      string
+	metricsSecure    bool
+	enableHTTP2      bool
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionNS string
+	kubefedNamespace string
+	zap              zap.Options
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS with Kubernetes authentication and authorization.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics server (off by default: HTTP/2 rapid-reset and stream-cancel CVEs).")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election so only one replica acts at a time.")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
+	o.zap = zap.Options{Development: false}
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	logger := zap.New(zap.UseFlagOptions(&o.zap))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	setupLog := ctrl.Log.WithName("setup")
+
+	s, err := scheme.New()
+	if err != nil {
+		return err
+	}
+
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	metricsOpts := metricsserver.Options{
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.metricsSecure,
+		TLSOpts:       tlsOpts,
+	}
+	if o.metricsSecure {
+		// Only callers allowed by a TokenReview + SubjectAccessReview on
+		// nonResourceURL /metrics get the metrics.
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  s,
+		Metrics:                 metricsOpts,
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "fedfailover.failover.fedfailover.io",
+		LeaderElectionNamespace: o.leaderElectionNS,
+		// Stepping down promptly lets the next replica take over fast.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+
+	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package lab
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// attacherFinalizer is the finalizer the CSI external-attacher puts on the
+// VolumeAttachments it attached.
+var attacherFinalizer = "external-attacher/" + strings.ReplaceAll(CSIDriverName, ".", "-")
+
+// controllerPeriod is how often the lab's own controllers reconcile. Polling
+// a handful of objects keeps them simple and restart-proof.
+const controllerPeriod = 500 * time.Millisecond
+
+// startControllers runs the lab's own controllers (CSI attacher per member,
+// Machine node-health mirroring) until Down.
+func (l *Lab) startControllers() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.bgCancel = cancel
+	l.bgDone.Go(func() {
+		lastErr := ""
+		for {
+			err := l.controllersOnce(ctx)
+			if err != nil && ctx.Err() == nil && err.Error() != lastErr {
+				l.logf("lab: controllers: %v", err)
+			}
+			if err != nil {
+				lastErr = err.Error()
+			} else {
+				lastErr = ""
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(controllerPeriod):
+			}
+		}
+	})
+}
+
+func (l *Lab) controllersOnce(ctx context.Context) error {
+	st, err := l.State()
+	if err != nil {
+		return err
+	}
+	var firstErr error
+	for _, c := range st.Clusters[1:] {
+		if err := l.attachOnce(ctx, st, c); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if err := l.syncMachines(ctx, st); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	return firstErr
+}
+
+// NodeAlive reports whether the node's kwok process runs (not killed, not
+// stopped). It is the lab's ground truth for "the machine is powered and
+// reachable".
+func (st *State) NodeAlive(cluster, node string) bool {
+	p := st.Proc(cluster + "/" + CompKwok + "/" + node)
+	return p != nil && procState(p.PID) == ProcRunning
+}
+
+// attachOnce plays the CSI external-attacher and a kubelet's volume manager
+// for one member.
+func (l *Lab) attachOnce(ctx context.Context, st *State, c *ClusterState) error {
+	if p := st.Proc(c.Name + "/" + CompAPIServer); p == nil || procState(p.PID) != ProcRunning {
+		return nil // member API server down on purpose
+	}
+	cl, err := l.Client(c.Name)
+	if err != nil {
+		return err
+	}
+	vas := &storagev1.VolumeAttachmentList{}
+	if err := cl.List(ctx, vas); err != nil {
+		return err
+	}
+	attached := map[string]bool{} // pv + "/" + node
+	for i := range vas.Items {
+		va := &vas.Items[i]
+		if va.Spec.Attacher != CSIDriverName || va.Spec.Source.PersistentVolumeName == nil {
+			continue
+		}
+		pv := *va.Spec.Source.PersistentVolumeName
+		switch {
+		case va.DeletionTimestamp != nil:
+			// Detach: a controller-side detach works even for a dead node
+			// (the storage backend detaches from a powered-off machine).
+			if removeString(&va.Finalizers, attacherFinalizer) {
+				if err := cl.Update(ctx, va); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					return err
+				}
+			}
+		case va.Status.Attached:
+			attached[pv+"/"+va.Spec.NodeName] = true
+		case st.NodeAlive(c.Name, va.Spec.NodeName):
+			if !hasString(va.Finalizers, attacherFinalizer) {
+				va.Finalizers = append(va.Finalizers, attacherFinalizer)
+				if err := cl.Update(ctx, va); err != nil {
+					if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+						continue
+					}
+					return err
+				}
+			}
+			va.Status.Attached = true
+			va.Status.AttachmentMetadata = map[string]string{"devicePath": "/dev/lab/" + pv}
+			va.Status.AttachError = nil
+			if err := cl.Status().Update(ctx, va); err != nil {
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					continue
+				}
+				return err
+			}
+			attached[pv+"/"+va.Spec.NodeName] = true
+		}
+	}
+	return l.markPodsAttached(ctx, cl, attached)
+}
+
+// markPodsAttached annotates pending PVC pods whose volumes are all attached
+// to their own node, which lets kwok's pod-ready stage start them.
+func (l *Lab) markPodsAttached(ctx context.Context, cl client.Client, attached map[string]bool) error {
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodPending ||
+			pod.Annotations[AttachedAnnotation] == "true" {
+			continue
+		}
+		claims := 0
+		ok := true
+		for _, v := range pod.Spec.Volumes {
+			if v.PersistentVolumeClaim == nil {
+				continue
+			}
+			claims++
+			pvc := &corev1.PersistentVolumeClaim{}
+			if err := cl.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: v.PersistentVolumeClaim.ClaimName}, pvc); err != nil ||
+				pvc.Spec.VolumeName == "" || !attached[pvc.Spec.VolumeName+"/"+pod.Spec.NodeName] {
+				ok = false
+				break
+			}
+		}
+		if claims == 0 || !ok {
+			continue
+		}
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[AttachedAnnotation] = "true"
+		if err := cl.Patch(ctx, pod, patch); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func removeString(list *[]string, s string) bool {
+	out := (*list)[:0]
+	found := false
+	for _, x := range *list {
+		if x == s {
+			found = true
+			continue
+		}
+		out = append(out, x)
+	}
+	*list = out
+	return found
+}

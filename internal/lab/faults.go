@@ -1,0 +1,296 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func kwokKey(cluster, node string) string { return cluster + "/" + CompKwok + "/" + node }
+
+// findNode returns the member and node state of a node name.
+func (l *Lab) findNode(node string) (*State, *ClusterState, *NodeState, *Proc, error) {
+	st, err := l.State()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	c, n := st.NodeCluster(node)
+	if c == nil {
+		return nil, nil, nil, nil, fmt.Errorf("no node %q in the lab", node)
+	}
+	return st, c, n, st.Proc(kwokKey(c.Name, node)), nil
+}
+
+// PowerOff switches a node off: its kwok is SIGKILLed (lease and status stop,
+// its pods are never finished) and the chosen evidence is written to its
+// Machine.
+func (l *Lab) PowerOff(ctx context.Context, node string, ev Evidence) error {
+	_, c, _, p, err := l.findNode(node)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		stopProc(p, 0)
+	}
+	if err := l.setEvidence(c.Name, node, string(ev)); err != nil {
+		return err
+	}
+	return l.applyEvidence(ctx, node, ev)
+}
+
+// Partition freezes a node's kwok (SIGSTOP): the node looks dead to the
+// control plane but keeps its state, as behind a network partition.
+func (l *Lab) Partition(node string) error {
+	_, _, _, p, err := l.findNode(node)
+	if err != nil {
+		return err
+	}
+	if p == nil || procState(p.PID) != ProcRunning {
+		return fmt.Errorf("node %s is not running (kwok %v)", node, p)
+	}
+	signalGroup(p.PID, syscall.SIGSTOP)
+	return nil
+}
+
+// Heal ends a partition (SIGCONT).
+func (l *Lab) Heal(node string) error {
+	_, _, _, p, err := l.findNode(node)
+	if err != nil {
+		return err
+	}
+	if p == nil || procState(p.PID) == ProcGone {
+		return fmt.Errorf("node %s is powered off; use restore", node)
+	}
+	signalGroup(p.PID, syscall.SIGCONT)
+	return nil
+}
+
+// Restore powers a node back on: kwok restarts for the same Node object and
+// its Machine evidence is cleared. A partitioned node is healed.
+func (l *Lab) Restore(ctx context.Context, node string) error {
+	_, c, n, p, err := l.findNode(node)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("node %s has no kwok process record", node)
+	}
+	switch procState(p.PID) {
+	case ProcStopped:
+		signalGroup(p.PID, syscall.SIGCONT)
+	case ProcGone:
+		if _, err := l.restartProc(ctx, p.Key(), nil); err != nil {
+			return err
+		}
+	}
+	if err := l.clearEvidence(ctx, c.Name, *n); err != nil {
+		return err
+	}
+	return l.setEvidence(c.Name, node, "")
+}
+
+// Replace swaps a dead node for a fresh one of the same name: the old Node
+// object is deleted (its pods are garbage-collected by Kubernetes), a new
+// Node and Machine are created and kwok starts for it.
+func (l *Lab) Replace(ctx context.Context, node string) error {
+	_, c, n, p, err := l.findNode(node)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("node %s has no kwok process record", node)
+	}
+	stopProc(p, 0)
+	cl, err := l.Client(c.Name)
+	if err != nil {
+		return err
+	}
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := cl.Delete(ctx, old); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := pollUntil(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{})), nil
+	}); err != nil {
+		return fmt.Errorf("old node %s not deleted: %w", node, err)
+	}
+	if err := l.createNode(ctx, cl, c, *n); err != nil {
+		return err
+	}
+	if _, err := l.restartProc(ctx, p.Key(), nil); err != nil {
+		return err
+	}
+	if err := l.clearEvidence(ctx, c.Name, *n); err != nil {
+		return err
+	}
+	return l.setEvidence(c.Name, node, "")
+}
+
+func (l *Lab) setEvidence(cluster, node, ev string) error {
+	return UpdateState(l.Dir, func(s *State) error {
+		_, n := s.NodeCluster(node)
+		if n != nil {
+			n.Evidence = ev
+		}
+		return nil
+	})
+}
+
+// KillAPIServer SIGKILLs a cluster's kube-apiserver (whole-member failure as
+// seen from the host and kubefed).
+func (l *Lab) KillAPIServer(cluster string) error {
+	st, err := l.State()
+	if err != nil {
+		return err
+	}
+	p := st.Proc(cluster + "/" + CompAPIServer)
+	if p == nil {
+		return fmt.Errorf("no API server for cluster %q", cluster)
+	}
+	stopProc(p, 0)
+	return nil
+}
+
+// RestartAPIServer starts a killed kube-apiserver again and waits for /readyz.
+func (l *Lab) RestartAPIServer(ctx context.Context, cluster string) error {
+	st, err := l.State()
+	if err != nil {
+		return err
+	}
+	c := st.Cluster(cluster)
+	if c == nil {
+		return fmt.Errorf("no cluster %q", cluster)
+	}
+	cs, err := l.clientset(c)
+	if err != nil {
+		return err
+	}
+	_, err = l.restartProc(ctx, cluster+"/"+CompAPIServer, func(ctx context.Context) error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	})
+	return err
+}
+
+// Capacity exhaustion modes.
+const (
+	// ExhaustCordon marks every node unschedulable: running pods stay, new
+	// pods stay Pending (Unschedulable).
+	ExhaustCordon = "cordon"
+	// ExhaustFill schedules one filler pod per node requesting all CPU that
+	// is still free, so the nodes stay schedulable but full.
+	ExhaustFill = "fill"
+)
+
+// LabNamespace holds objects the lab itself creates in members (fillers).
+const LabNamespace = "fedfailover-lab"
+
+// ExhaustCapacity leaves a member without room for new pods.
+func (l *Lab) ExhaustCapacity(ctx context.Context, cluster, mode string) error {
+	st, err := l.State()
+	if err != nil {
+		return err
+	}
+	c := st.Cluster(cluster)
+	if c == nil || c.Role != RoleMember {
+		return fmt.Errorf("no member cluster %q", cluster)
+	}
+	cl, err := l.Client(cluster)
+	if err != nil {
+		return err
+	}
+	switch mode {
+	case ExhaustCordon, "":
+		return l.setUnschedulable(ctx, cl, c, true)
+	case ExhaustFill:
+		return l.fillNodes(ctx, cl, c)
+	}
+	return fmt.Errorf("unknown exhaust mode %q (want %s or %s)", mode, ExhaustCordon, ExhaustFill)
+}
+
+// RestoreCapacity undoes ExhaustCapacity (both modes).
+func (l *Lab) RestoreCapacity(ctx context.Context, cluster string) error {
+	st, err := l.State()
+	if err != nil {
+		return err
+	}
+	c := st.Cluster(cluster)
+	if c == nil || c.Role != RoleMember {
+		return fmt.Errorf("no member cluster %q", cluster)
+	}
+	cl, err := l.Client(cluster)
+	if err != nil {
+		return err
+	}
+	if err := l.setUnschedulable(ctx, cl, c, false); err != nil {
+		return err
+	}
+	err = cl.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(LabNamespace), client.MatchingLabels{"app": "lab-filler"})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+func (l *Lab) setUnschedulable(ctx context.Context, cl client.Client, c *ClusterState, on bool) error {
+	for _, n := range c.Nodes {
+		node := &corev1.Node{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: n.Name}, node); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Spec.Unschedulable = on
+		if err := cl.Patch(ctx, node, patch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Lab) fillNodes(ctx context.Context, cl client.Client, c *ClusterState) error {
+	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LabNamespace}}); err != nil {
+		return err
+	}
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		node := &corev1.Node{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: n.Name}, node); err != nil {
+			return err
+		}
+		free := node.Status.Allocatable.Cpu().DeepCopy()
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != n.Name || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			for _, ctr := range p.Spec.Containers {
+				free.Sub(*ctr.Resources.Requests.Cpu())
+			}
+		}
+		if free.Sign() <= 0 {
+			continue
+		}
+		filler := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "lab-filler-" + n.Name, Namespace: LabNamespace, Labels: map[string]string{"app": "lab-filler"}},
+			Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{"kubernetes.io/hostname": n.Name},
+				Containers: []corev1.Container{{
+					Name: "filler", Image: "registry.k8s.io/pause:3.10",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: free}},
+				}},
+			},
+		}
+		if err := createIgnoreExists(ctx, cl, filler); err != nil {
+			return err
+		}
+	}
+	return nil
+}

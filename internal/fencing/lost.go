@@ -1,0 +1,47 @@
+// Package fencing holds the pure decisions of node recovery: when a node is
+// lost, whether it is proven to be off (fenced), whether a member is in a
+// failure storm, and which recovery method to use. Nothing here talks to an
+// API server or reads a clock: callers pass in the objects and the time.
+package fencing
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Lost reports whether node has had a Ready condition other than True for at
+// least notReadyFor, and since when (the condition's lastTransitionTime).
+//
+// A node without a Ready condition, or whose Ready condition has no
+// lastTransitionTime, is never lost: we cannot tell for how long it has been
+// unhealthy, and the node lifecycle controller gives every node that stops
+// reporting a Ready=Unknown condition with a transition time, so such a node
+// becomes measurable soon. A nil node is not lost either: deleted nodes are
+// handled by the caller from its durable lost-since mark.
+func Lost(node *corev1.Node, notReadyFor time.Duration, now time.Time) (lost bool, since time.Time) {
+	ready := readyCondition(node)
+	if ready == nil || ready.Status == corev1.ConditionTrue || ready.LastTransitionTime.IsZero() {
+		return false, time.Time{}
+	}
+	since = ready.LastTransitionTime.Time
+	return !now.Before(since.Add(notReadyFor)), since
+}
+
+// IsReady reports whether node has a Ready condition with status True.
+func IsReady(node *corev1.Node) bool {
+	ready := readyCondition(node)
+	return ready != nil && ready.Status == corev1.ConditionTrue
+}
+
+func readyCondition(node *corev1.Node) *corev1.NodeCondition {
+	if node == nil {
+		return nil
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,312 @@
+package fencing
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+// EvidenceKind names one kind of proof that a lost node is off.
+type EvidenceKind string
+
+// Kinds of fencing evidence, each enabled by a field of v1alpha1.FencingSpec.
+const (
+	// EvidenceMachineInfrastructureDeleted: the Machine is being deleted and
+	// Cluster API reports its infrastructure gone (fencingSpec.machineInfrastructureDeleted).
+	EvidenceMachineInfrastructureDeleted EvidenceKind = "MachineInfrastructureDeleted"
+	// EvidenceNodeDeletedInfrastructureGone: the Node object is gone and the
+	// Machine reports its infrastructure gone (fencingSpec.machineInfrastructureDeleted).
+	EvidenceNodeDeletedInfrastructureGone EvidenceKind = "NodeDeletedInfrastructureGone"
+	// EvidenceMachinePoweredOff: a Machine condition named by
+	// fencingSpec.poweredOffConditions matches.
+	EvidenceMachinePoweredOff EvidenceKind = "MachinePoweredOff"
+	// EvidenceExternalFence: fencingSpec.externalFenceAnnotation is "true" on
+	// the Node or the Machine.
+	EvidenceExternalFence EvidenceKind = "ExternalFence"
+	// EvidenceAssumeFencedAfter: the node has been lost for at least
+	// fencingSpec.assumeFencedAfter.
+	EvidenceAssumeFencedAfter EvidenceKind = "AssumeFencedAfter"
+)
+
+// Reasons of a NotFenced result. A Fenced result's reason is the kind of its
+// first evidence.
+const (
+	// ReasonNodeReady: the node is Ready, so it is running; never fenced.
+	ReasonNodeReady = "NodeReady"
+	// ReasonNoEvidenceEnabled: the policy enables no kind of evidence.
+	ReasonNoEvidenceEnabled = "NoEvidenceEnabled"
+	// ReasonNoFencingEvidence: evidence is enabled but none was found.
+	ReasonNoFencingEvidence = "NoFencingEvidence"
+)
+
+// Input is everything the fencing verdict depends on.
+type Input struct {
+	// Node is the member Node; nil when it has been deleted.
+	Node *corev1.Node
+	// Machine is the Cluster API Machine of the node; nil when there is none.
+	Machine *clusterv1.Machine
+	// Policy says which evidence counts.
+	Policy v1alpha1.FencingSpec
+	// LostSince is when the node stopped being Ready (zero when unknown).
+	LostSince time.Time
+	// Now is the time of the decision.
+	Now time.Time
+}
+
+// Evidence is one piece of proof found.
+type Evidence struct {
+	Kind   EvidenceKind
+	Detail string
+}
+
+// Result is the fencing verdict.
+type Result struct {
+	// Fenced is true when at least one enabled kind of evidence was found
+	// and the node is not Ready.
+	Fenced bool
+	// Reason is CamelCase: the first evidence kind when fenced, else one of
+	// the Reason* constants.
+	Reason string
+	// Found lists the evidence found, in a fixed order.
+	Found []Evidence
+	// Missing says, for each enabled kind not found, what would be needed.
+	Missing []string
+	// AssumeFencedAt is when assumeFencedAfter makes (or made) the node
+	// fenced; zero when that evidence is off or the lost-since time is unknown.
+	AssumeFencedAt time.Time
+}
+
+// Message is a one-line explanation for conditions and events.
+func (r Result) Message() string {
+	if r.Fenced {
+		details := make([]string, 0, len(r.Found))
+		for _, e := range r.Found {
+			details = append(details, e.Detail)
+		}
+		return "fenced: " + strings.Join(details, "; ")
+	}
+	if len(r.Missing) == 0 {
+		return "not fenced: " + r.Reason
+	}
+	return "not fenced: " + strings.Join(r.Missing, "; ")
+}
+
+// Verdict decides whether a lost node is proven to be off. Every enabled
+// kind of evidence is checked and reported, so the caller can say exactly
+// what is missing. Safety rule: a Ready node is never fenced, whatever the
+// evidence says (a stale annotation or condition must not release the
+// volumes of a running node).
+func Verdict(in Input) Result {
+	if IsReady(in.Node) {
+		return Result{Reason: ReasonNodeReady, Missing: []string{"node is Ready"}}
+	}
+	if !anyEvidenceEnabled(in.Policy) {
+		return Result{Reason: ReasonNoEvidenceEnabled, Missing: []string{"the policy enables no fencing evidence"}}
+	}
+	var r Result
+	machine, mismatch := machineOfNode(in.Node, in.Machine)
+	if mismatch != "" {
+		r.Missing = append(r.Missing, mismatch)
+	}
+	checkMachineInfrastructure(&r, in.Policy, in.Node, machine)
+	checkPoweredOff(&r, in.Policy, machine)
+	checkExternalFence(&r, in.Policy, in.Node, machine)
+	checkAssumeFencedAfter(&r, in.Policy, in.LostSince, in.Now)
+	r.Fenced = len(r.Found) > 0
+	if r.Fenced {
+		r.Reason = string(r.Found[0].Kind)
+	} else {
+		r.Reason = ReasonNoFencingEvidence
+	}
+	return r
+}
+
+func anyEvidenceEnabled(p v1alpha1.FencingSpec) bool {
+	return p.MachineInfrastructureDeleted || len(p.PoweredOffConditions) > 0 ||
+		p.ExternalFenceAnnotation != "" || p.AssumeFencedAfter != nil
+}
+
+// machineOfNode ignores a Machine that names a different node: its evidence
+// would be about another host.
+func machineOfNode(node *corev1.Node, m *clusterv1.Machine) (*clusterv1.Machine, string) {
+	if m == nil || node == nil || m.Status.NodeRef.Name == "" || m.Status.NodeRef.Name == node.Name {
+		return m, ""
+	}
+	return nil, fmt.Sprintf("Machine %s refers to node %s, not %s: its evidence is ignored",
+		machineName(m), m.Status.NodeRef.Name, node.Name)
+}
+
+func checkMachineInfrastructure(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, m *clusterv1.Machine) {
+	if !p.MachineInfrastructureDeleted {
+		return
+	}
+	if m == nil {
+		r.Missing = append(r.Missing, "no Cluster API Machine for the node, so its infrastructure deletion cannot be seen")
+		return
+	}
+	deleting := m.DeletionTimestamp != nil
+	gone, how := infrastructureGone(m)
+	switch {
+	case deleting && gone:
+		r.Found = append(r.Found, Evidence{EvidenceMachineInfrastructureDeleted,
+			fmt.Sprintf("Machine %s is being deleted and its infrastructure is gone (%s)", machineName(m), how)})
+	case deleting:
+		r.Missing = append(r.Missing, fmt.Sprintf("Machine %s is being deleted but its infrastructure is not reported gone yet (%s)", machineName(m), how))
+	case node != nil:
+		r.Missing = append(r.Missing, fmt.Sprintf("Machine %s is not being deleted", machineName(m)))
+	}
+	if node == nil {
+		checkNodeDeleted(r, m, gone, how)
+	}
+}
+
+// checkNodeDeleted covers a Node deleted while its Machine lives on (e.g. the
+// infrastructure was removed out of band): Cluster API then reports
+// InfrastructureReady False with reason ObjectDeleted.
+func checkNodeDeleted(r *Result, m *clusterv1.Machine, gone bool, how string) {
+	if gone {
+		r.Found = append(r.Found, Evidence{EvidenceNodeDeletedInfrastructureGone,
+			fmt.Sprintf("Node is deleted and Machine %s reports its infrastructure gone (%s)", machineName(m), how)})
+		return
+	}
+	r.Missing = append(r.Missing, fmt.Sprintf("Node is deleted but Machine %s does not report its infrastructure gone (%s)", machineName(m), how))
+}
+
+// Deleting reasons that Cluster API sets only after the InfraMachine is gone:
+// the deletion workflow runs pre-drain hook, drain, volume detach,
+// pre-terminate hook, WaitingForInfrastructureDeletion, then these.
+var deletingReasonsAfterInfrastructure = []string{
+	clusterv1.MachineDeletingWaitingForBootstrapDeletionReason,
+	clusterv1.MachineDeletingDeletingNodeReason,
+	clusterv1.MachineDeletingDeletionCompletedReason,
+}
+
+// infrastructureGone reads the v1beta2 conditions Cluster API sets when a
+// Machine's InfraMachine no longer exists. It also returns a short
+// description of what it saw, for messages.
+func infrastructureGone(m *clusterv1.Machine) (bool, string) {
+	infra := freshCondition(m, clusterv1.MachineInfrastructureReadyCondition)
+	if infra != nil && infra.Status == metav1.ConditionFalse &&
+		(infra.Reason == clusterv1.MachineInfrastructureDeletedReason ||
+			(infra.Reason == clusterv1.MachineInfrastructureDoesNotExistReason && m.DeletionTimestamp != nil)) {
+		return true, fmt.Sprintf("%s=False, reason %s", infra.Type, infra.Reason)
+	}
+	deleting := freshCondition(m, clusterv1.MachineDeletingCondition)
+	if deleting != nil && deleting.Status == metav1.ConditionTrue && slices.Contains(deletingReasonsAfterInfrastructure, deleting.Reason) {
+		return true, fmt.Sprintf("%s=True, reason %s", deleting.Type, deleting.Reason)
+	}
+	return false, describeConditions(m, clusterv1.MachineInfrastructureReadyCondition, clusterv1.MachineDeletingCondition)
+}
+
+// freshCondition returns the condition of that type unless it was observed
+// for an older generation of the Machine. Deletion bumps the generation, so
+// this discards reports written before the Machine was being deleted. A
+// condition without observedGeneration (some providers, the lab) is trusted.
+func freshCondition(m *clusterv1.Machine, condType string) *metav1.Condition {
+	for i := range m.Status.Conditions {
+		c := &m.Status.Conditions[i]
+		if c.Type != condType {
+			continue
+		}
+		if c.ObservedGeneration != 0 && c.ObservedGeneration < m.Generation {
+			return nil
+		}
+		return c
+	}
+	return nil
+}
+
+func describeConditions(m *clusterv1.Machine, types ...string) string {
+	parts := make([]string, 0, len(types))
+	for _, t := range types {
+		c := freshCondition(m, t)
+		if c == nil {
+			parts = append(parts, t+" not reported (or stale)")
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s=%s, reason %s", t, c.Status, c.Reason))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func checkPoweredOff(r *Result, p v1alpha1.FencingSpec, m *clusterv1.Machine) {
+	if len(p.PoweredOffConditions) == 0 {
+		return
+	}
+	if m == nil {
+		r.Missing = append(r.Missing, "no Cluster API Machine for the node, so no powered-off condition can be read")
+		return
+	}
+	for _, match := range p.PoweredOffConditions {
+		c := freshCondition(m, match.Type)
+		if c != nil && c.Status == match.Status && (len(match.Reasons) == 0 || slices.Contains(match.Reasons, c.Reason)) {
+			r.Found = append(r.Found, Evidence{EvidenceMachinePoweredOff,
+				fmt.Sprintf("Machine %s has condition %s=%s, reason %s", machineName(m), c.Type, c.Status, c.Reason)})
+			return
+		}
+	}
+	r.Missing = append(r.Missing, fmt.Sprintf("Machine %s has none of the powered-off conditions %s", machineName(m), describeMatches(p.PoweredOffConditions)))
+}
+
+func describeMatches(matches []v1alpha1.MachineConditionMatch) string {
+	parts := make([]string, 0, len(matches))
+	for _, m := range matches {
+		s := fmt.Sprintf("%s=%s", m.Type, m.Status)
+		if len(m.Reasons) > 0 {
+			s += " (reason " + strings.Join(m.Reasons, "|") + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkExternalFence accepts only the exact value "true": a fencing agent
+// must remove (or change) the mark when it powers the node back on.
+func checkExternalFence(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, m *clusterv1.Machine) {
+	key := p.ExternalFenceAnnotation
+	if key == "" {
+		return
+	}
+	switch {
+	case node != nil && node.Annotations[key] == "true":
+		r.Found = append(r.Found, Evidence{EvidenceExternalFence, fmt.Sprintf("Node has annotation %s=true", key)})
+	case m != nil && m.Annotations[key] == "true":
+		r.Found = append(r.Found, Evidence{EvidenceExternalFence, fmt.Sprintf("Machine %s has annotation %s=true", machineName(m), key)})
+	default:
+		r.Missing = append(r.Missing, fmt.Sprintf("annotation %s=true on the Node or its Machine (set by a fencing agent)", key))
+	}
+}
+
+// checkAssumeFencedAfter needs a known lost-since time and a positive
+// duration; an unparsable duration (zero) never assumes anything.
+func checkAssumeFencedAfter(r *Result, p v1alpha1.FencingSpec, lostSince, now time.Time) {
+	if p.AssumeFencedAfter == nil {
+		return
+	}
+	after := p.AssumeFencedAfter.Get()
+	switch {
+	case after <= 0:
+		r.Missing = append(r.Missing, fmt.Sprintf("assumeFencedAfter %q is not a positive duration", string(*p.AssumeFencedAfter)))
+	case lostSince.IsZero():
+		r.Missing = append(r.Missing, "the time the node was lost is unknown, so assumeFencedAfter cannot elapse")
+	default:
+		r.AssumeFencedAt = lostSince.Add(after)
+		if now.Before(r.AssumeFencedAt) {
+			r.Missing = append(r.Missing, fmt.Sprintf("assumeFencedAfter %s elapses at %s", after, r.AssumeFencedAt.UTC().Format(time.RFC3339)))
+			return
+		}
+		r.Found = append(r.Found, Evidence{EvidenceAssumeFencedAfter,
+			fmt.Sprintf("node lost since %s, longer than assumeFencedAfter %s", lostSince.UTC().Format(time.RFC3339), after)})
+	}
+}
+
+func machineName(m *clusterv1.Machine) string {
+	return m.Namespace + "/" + m.Name
+}

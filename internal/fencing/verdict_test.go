@@ -1,0 +1,218 @@
+package fencing
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+const fenceKey = "fence.example.com/fenced"
+
+func allEvidence() v1alpha1.FencingSpec {
+	after := v1alpha1.Duration("10m")
+	return v1alpha1.FencingSpec{
+		MachineInfrastructureDeleted: true,
+		PoweredOffConditions: []v1alpha1.MachineConditionMatch{
+			{Type: "PowerOn", Status: metav1.ConditionFalse, Reasons: []string{"PoweredOff", "Halted"}},
+		},
+		ExternalFenceAnnotation: fenceKey,
+		AssumeFencedAfter:       &after,
+	}
+}
+
+func onlyInfra() v1alpha1.FencingSpec {
+	return v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}
+}
+
+func TestVerdict(t *testing.T) {
+	lost := node("n1", corev1.ConditionUnknown, t0, nil)
+	now := t0.Add(2 * time.Minute)
+	infraDeleted := cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionFalse, clusterv1.MachineInfrastructureDeletedReason, 0)
+	infraMissing := cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionFalse, clusterv1.MachineInfrastructureDoesNotExistReason, 0)
+	infraReady := cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionTrue, clusterv1.MachineInfrastructureReadyReason, 0)
+	deletingStage := func(reason string, gen int64) machineOpt {
+		return cond(clusterv1.MachineDeletingCondition, metav1.ConditionTrue, reason, gen)
+	}
+	poweredOff := cond("PowerOn", metav1.ConditionFalse, "PoweredOff", 0)
+
+	tests := []struct {
+		name       string
+		node       *corev1.Node
+		machine    *clusterv1.Machine
+		policy     v1alpha1.FencingSpec
+		lostSince  time.Time
+		now        time.Time
+		wantFenced bool
+		wantReason string
+		wantFound  []EvidenceKind
+		wantMiss   []string // substrings expected in Missing
+	}{
+		{name: "ready node with every evidence is never fenced",
+			node:    node("n1", corev1.ConditionTrue, t0, map[string]string{fenceKey: "true"}),
+			machine: machine(deleting, infraDeleted, poweredOff, annotated(fenceKey, "true")),
+			policy:  allEvidence(), lostSince: t0.Add(-time.Hour), now: now,
+			wantReason: ReasonNodeReady},
+		{name: "no evidence enabled", node: lost, machine: machine(deleting, infraDeleted),
+			policy: v1alpha1.FencingSpec{}, now: now, wantReason: ReasonNoEvidenceEnabled},
+		{name: "nil machine, infra evidence only", node: lost, policy: onlyInfra(), now: now,
+			wantReason: ReasonNoFencingEvidence, wantMiss: []string{"no Cluster API Machine"}},
+		{name: "machine not deleting", node: lost, machine: machine(infraDeleted), policy: onlyInfra(), now: now,
+			wantReason: ReasonNoFencingEvidence, wantMiss: []string{"not being deleted"}},
+		{name: "deleting, infrastructure still there", node: lost,
+			machine: machine(deleting, infraReady, deletingStage(clusterv1.MachineDeletingWaitingForInfrastructureDeletionReason, 2)),
+			policy:  onlyInfra(), now: now,
+			wantReason: ReasonNoFencingEvidence, wantMiss: []string{"not reported gone yet"}},
+		{name: "deleting, draining", node: lost,
+			machine: machine(deleting, deletingStage(clusterv1.MachineDeletingDrainingNodeReason, 2)),
+			policy:  onlyInfra(), now: now, wantReason: ReasonNoFencingEvidence},
+		{name: "deleting, InfrastructureReady ObjectDeleted", node: lost, machine: machine(deleting, infraDeleted),
+			policy: onlyInfra(), now: now, wantFenced: true,
+			wantReason: string(EvidenceMachineInfrastructureDeleted), wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted}},
+		{name: "deleting, InfrastructureReady ObjectDoesNotExist", node: lost, machine: machine(deleting, infraMissing),
+			policy: onlyInfra(), now: now, wantFenced: true, wantReason: string(EvidenceMachineInfrastructureDeleted),
+			wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted}},
+		{name: "deleting, later stage WaitingForBootstrapDeletion", node: lost,
+			machine: machine(deleting, deletingStage(clusterv1.MachineDeletingWaitingForBootstrapDeletionReason, 2)),
+			policy:  onlyInfra(), now: now, wantFenced: true, wantReason: string(EvidenceMachineInfrastructureDeleted),
+			wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted}},
+		{name: "deleting, stage DeletingNode", node: lost,
+			machine: machine(deleting, deletingStage(clusterv1.MachineDeletingDeletingNodeReason, 2)),
+			policy:  onlyInfra(), now: now, wantFenced: true, wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted},
+			wantReason: string(EvidenceMachineInfrastructureDeleted)},
+		{name: "deleting stage condition stale (older generation)", node: lost,
+			machine: machine(deleting, deletingStage(clusterv1.MachineDeletingDeletingNodeReason, 1)),
+			policy:  onlyInfra(), now: now, wantReason: ReasonNoFencingEvidence, wantMiss: []string{"stale"}},
+		{name: "infra gone but condition disabled by policy", node: lost, machine: machine(deleting, infraDeleted),
+			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+			wantReason: ReasonNoFencingEvidence, wantMiss: []string{fenceKey}},
+		{name: "machine of another node is ignored", node: lost, machine: machine(nodeRef("other"), deleting, infraDeleted),
+			policy: onlyInfra(), now: now, wantReason: ReasonNoFencingEvidence, wantMiss: []string{"refers to node other"}},
+		{name: "node deleted, machine infra deleted out of band", node: nil, machine: machine(infraDeleted),
+			policy: onlyInfra(), now: now, wantFenced: true, wantReason: string(EvidenceNodeDeletedInfrastructureGone),
+			wantFound: []EvidenceKind{EvidenceNodeDeletedInfrastructureGone}},
+		{name: "node deleted, machine deleting with infra gone: both kinds", node: nil, machine: machine(deleting, infraDeleted),
+			policy: onlyInfra(), now: now, wantFenced: true, wantReason: string(EvidenceMachineInfrastructureDeleted),
+			wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted, EvidenceNodeDeletedInfrastructureGone}},
+		{name: "node deleted, infra not yet provisioned (DoesNotExist, not deleting)", node: nil, machine: machine(infraMissing),
+			policy: onlyInfra(), now: now, wantReason: ReasonNoFencingEvidence, wantMiss: []string{"Node is deleted but"}},
+		{name: "node deleted, infra ready", node: nil, machine: machine(infraReady),
+			policy: onlyInfra(), now: now, wantReason: ReasonNoFencingEvidence},
+		{name: "node and machine deleted: nothing to prove it", node: nil, policy: onlyInfra(), now: now,
+			wantReason: ReasonNoFencingEvidence},
+		{name: "powered off condition", node: lost, machine: machine(poweredOff),
+			policy: v1alpha1.FencingSpec{PoweredOffConditions: allEvidence().PoweredOffConditions}, now: now,
+			wantFenced: true, wantReason: string(EvidenceMachinePoweredOff), wantFound: []EvidenceKind{EvidenceMachinePoweredOff}},
+		{name: "powered off condition, wrong reason", node: lost, machine: machine(cond("PowerOn", metav1.ConditionFalse, "Rebooting", 0)),
+			policy: v1alpha1.FencingSpec{PoweredOffConditions: allEvidence().PoweredOffConditions}, now: now,
+			wantReason: ReasonNoFencingEvidence, wantMiss: []string{"PowerOn=False (reason PoweredOff|Halted)"}},
+		{name: "powered off condition, any reason", node: lost, machine: machine(cond("Off", metav1.ConditionTrue, "Whatever", 0)),
+			policy: v1alpha1.FencingSpec{PoweredOffConditions: []v1alpha1.MachineConditionMatch{{Type: "Off", Status: metav1.ConditionTrue}}},
+			now:    now, wantFenced: true, wantReason: string(EvidenceMachinePoweredOff), wantFound: []EvidenceKind{EvidenceMachinePoweredOff}},
+		{name: "powered off condition, wrong status", node: lost, machine: machine(cond("PowerOn", metav1.ConditionTrue, "PoweredOff", 0)),
+			policy: v1alpha1.FencingSpec{PoweredOffConditions: allEvidence().PoweredOffConditions}, now: now,
+			wantReason: ReasonNoFencingEvidence},
+		{name: "powered off, nil machine", node: lost,
+			policy: v1alpha1.FencingSpec{PoweredOffConditions: allEvidence().PoweredOffConditions}, now: now,
+			wantReason: ReasonNoFencingEvidence, wantMiss: []string{"no powered-off condition can be read"}},
+		{name: "external fence on node", node: node("n1", corev1.ConditionFalse, t0, map[string]string{fenceKey: "true"}),
+			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
+		{name: "external fence on machine", node: lost, machine: machine(annotated(fenceKey, "true")),
+			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
+		{name: "external fence not exactly true", node: node("n1", corev1.ConditionFalse, t0, map[string]string{fenceKey: "yes"}),
+			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now, wantReason: ReasonNoFencingEvidence},
+		{name: "external fence on deleted node's machine", node: nil, machine: machine(annotated(fenceKey, "true")),
+			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
+		{name: "assumeFencedAfter not elapsed", node: lost, policy: v1alpha1.FencingSpec{AssumeFencedAfter: allEvidence().AssumeFencedAfter},
+			lostSince: t0, now: t0.Add(9 * time.Minute), wantReason: ReasonNoFencingEvidence, wantMiss: []string{"elapses at"}},
+		{name: "assumeFencedAfter elapsed", node: lost, policy: v1alpha1.FencingSpec{AssumeFencedAfter: allEvidence().AssumeFencedAfter},
+			lostSince: t0, now: t0.Add(10 * time.Minute), wantFenced: true,
+			wantReason: string(EvidenceAssumeFencedAfter), wantFound: []EvidenceKind{EvidenceAssumeFencedAfter}},
+		{name: "assumeFencedAfter without lost-since", node: lost, policy: v1alpha1.FencingSpec{AssumeFencedAfter: allEvidence().AssumeFencedAfter},
+			now: now, wantReason: ReasonNoFencingEvidence, wantMiss: []string{"unknown"}},
+		{name: "assumeFencedAfter invalid", node: lost, policy: v1alpha1.FencingSpec{AssumeFencedAfter: ptrDuration("soon")},
+			lostSince: t0, now: t0.Add(time.Hour), wantReason: ReasonNoFencingEvidence, wantMiss: []string{"not a positive duration"}},
+		{name: "every kind found, in fixed order", node: node("n1", corev1.ConditionFalse, t0, map[string]string{fenceKey: "true"}),
+			machine: machine(deleting, infraDeleted, poweredOff), policy: allEvidence(), lostSince: t0, now: t0.Add(time.Hour),
+			wantFenced: true, wantReason: string(EvidenceMachineInfrastructureDeleted),
+			wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted, EvidenceMachinePoweredOff, EvidenceExternalFence, EvidenceAssumeFencedAfter}},
+		{name: "nothing found, every kind missing", node: lost, machine: machine(infraReady), policy: allEvidence(), lostSince: t0, now: now,
+			wantReason: ReasonNoFencingEvidence,
+			wantMiss:   []string{"not being deleted", "powered-off", fenceKey, "assumeFencedAfter"}},
+		{name: "node without Ready condition is not Ready", node: node("n1", "", time.Time{}, map[string]string{fenceKey: "true"}),
+			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Verdict(Input{Node: tt.node, Machine: tt.machine, Policy: tt.policy, LostSince: tt.lostSince, Now: tt.now})
+			if got.Fenced != tt.wantFenced || got.Reason != tt.wantReason {
+				t.Fatalf("got fenced=%v reason=%s, want %v %s (%s)", got.Fenced, got.Reason, tt.wantFenced, tt.wantReason, got.Message())
+			}
+			if kinds := foundKinds(got); !equalKinds(kinds, tt.wantFound) {
+				t.Errorf("found %v, want %v", kinds, tt.wantFound)
+			}
+			missing := strings.Join(got.Missing, "\n")
+			for _, want := range tt.wantMiss {
+				if !strings.Contains(missing, want) {
+					t.Errorf("missing %q not in:\n%s", want, missing)
+				}
+			}
+			if !got.Fenced && len(got.Missing) == 0 {
+				t.Errorf("not fenced without saying what is missing")
+			}
+		})
+	}
+}
+
+func TestVerdictAssumeFencedAt(t *testing.T) {
+	lost := node("n1", corev1.ConditionFalse, t0, nil)
+	got := Verdict(Input{Node: lost, Policy: v1alpha1.FencingSpec{AssumeFencedAfter: ptrDuration("5m")}, LostSince: t0, Now: t0.Add(time.Minute)})
+	if want := t0.Add(5 * time.Minute); !got.AssumeFencedAt.Equal(want) {
+		t.Fatalf("AssumeFencedAt = %v, want %v", got.AssumeFencedAt, want)
+	}
+}
+
+func TestResultMessage(t *testing.T) {
+	fenced := Result{Fenced: true, Found: []Evidence{{Kind: EvidenceExternalFence, Detail: "a"}, {Kind: EvidenceAssumeFencedAfter, Detail: "b"}}}
+	if got := fenced.Message(); got != "fenced: a; b" {
+		t.Errorf("got %q", got)
+	}
+	blocked := Result{Reason: ReasonNoFencingEvidence, Missing: []string{"x", "y"}}
+	if got := blocked.Message(); got != "not fenced: x; y" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func ptrDuration(s string) *v1alpha1.Duration {
+	d := v1alpha1.Duration(s)
+	return &d
+}
+
+func foundKinds(r Result) []EvidenceKind {
+	var kinds []EvidenceKind
+	for _, e := range r.Found {
+		kinds = append(kinds, e.Kind)
+	}
+	return kinds
+}
+
+func equalKinds(a, b []EvidenceKind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

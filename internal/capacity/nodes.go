@@ -1,0 +1,124 @@
+package capacity
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+)
+
+// Eligible reports whether the scheduler could place a pod with this spec
+// on node, ignoring resources; otherwise it says why not. It checks what the
+// estimate promises: Ready, schedulable, NoSchedule/NoExecute taints
+// tolerated, nodeSelector and required node affinity. Ports, volumes,
+// topology spread and pod (anti-)affinity are not checked, so the estimate
+// can be high; the exhaustion signal (Unschedulable pods) corrects that.
+func Eligible(node *corev1.Node, spec *corev1.PodSpec) (bool, string) {
+	switch {
+	case !nodeReady(node):
+		return false, "NotReady"
+	case node.Spec.Unschedulable && !tolerates(spec.Tolerations, &corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}):
+		return false, "Unschedulable"
+	}
+	if taint := untoleratedTaint(node, spec.Tolerations); taint != nil {
+		return false, fmt.Sprintf("Taint %s:%s", taint.Key, taint.Effect)
+	}
+	if !labels.SelectorFromSet(spec.NodeSelector).Matches(labels.Set(node.Labels)) {
+		return false, "NodeSelector"
+	}
+	if !matchesRequiredAffinity(node, spec.Affinity) {
+		return false, "NodeAffinity"
+	}
+	return true, ""
+}
+
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// untoleratedTaint returns the first NoSchedule or NoExecute taint the pod
+// does not tolerate; PreferNoSchedule never blocks scheduling.
+func untoleratedTaint(node *corev1.Node, tolerations []corev1.Toleration) *corev1.Taint {
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !tolerates(tolerations, t) {
+			return t
+		}
+	}
+	return nil
+}
+
+// tolerates treats the Gt/Lt operators as not matching, as a scheduler
+// without that feature gate does: underestimating is the safe side.
+func tolerates(tolerations []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tolerations {
+		if tolerations[i].ToleratesTaint(logr.Discard(), taint, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesRequiredAffinity evaluates requiredDuringSchedulingIgnoredDuringExecution:
+// terms are ORed, expressions within a term ANDed; an empty term matches nothing.
+func matchesRequiredAffinity(node *corev1.Node, affinity *corev1.Affinity) bool {
+	if affinity == nil || affinity.NodeAffinity == nil || affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if termMatches(node, term) {
+			return true
+		}
+	}
+	return false
+}
+
+func termMatches(node *corev1.Node, term corev1.NodeSelectorTerm) bool {
+	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+		return false
+	}
+	for _, expr := range term.MatchExpressions {
+		if !requirementMatches(expr, labels.Set(node.Labels)) {
+			return false
+		}
+	}
+	fields := labels.Set{"metadata.name": node.Name}
+	for _, expr := range term.MatchFields {
+		if !requirementMatches(expr, fields) {
+			return false
+		}
+	}
+	return true
+}
+
+var nodeSelectorOps = map[corev1.NodeSelectorOperator]selection.Operator{
+	corev1.NodeSelectorOpIn:           selection.In,
+	corev1.NodeSelectorOpNotIn:        selection.NotIn,
+	corev1.NodeSelectorOpExists:       selection.Exists,
+	corev1.NodeSelectorOpDoesNotExist: selection.DoesNotExist,
+	corev1.NodeSelectorOpGt:           selection.GreaterThan,
+	corev1.NodeSelectorOpLt:           selection.LessThan,
+}
+
+// requirementMatches treats an expression it cannot parse as not matching.
+func requirementMatches(expr corev1.NodeSelectorRequirement, set labels.Set) bool {
+	op, ok := nodeSelectorOps[expr.Operator]
+	if !ok {
+		return false
+	}
+	req, err := labels.NewRequirement(expr.Key, op, expr.Values)
+	if err != nil {
+		return false
+	}
+	return req.Matches(set)
+}

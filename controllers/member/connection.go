@@ -1,0 +1,216 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// cachedKind is one kind held in every member cache.
+type cachedKind struct {
+	name      string
+	obj       client.Object
+	transform toolscache.TransformFunc
+}
+
+func cachedKinds() []cachedKind {
+	return []cachedKind{
+		{"Node", &corev1.Node{}, transformNode},
+		{"Pod", &corev1.Pod{}, transformPod},
+		{"VolumeAttachment", &storagev1.VolumeAttachment{}, transformVolumeAttachment},
+		{"CSIDriver", &storagev1.CSIDriver{}, transformMeta},
+	}
+}
+
+// connection is one live connection to a member: its HTTP client, cache and
+// clients. It is immutable once built, except for the counters and watches.
+type connection struct {
+	cfg        *rest.Config
+	httpClient *http.Client
+	cache      cache.Cache
+	client     client.Client // cached reads for cachedKinds, live otherwise
+	uncached   client.Client
+	version    *version.Info
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the cache has stopped
+
+	counts map[string]*atomic.Int64 // objects in the cache, by kind
+
+	mu      sync.Mutex
+	watches map[string]struct{}
+
+	lastWatchErr atomic.Pointer[string]
+}
+
+// dial builds a connection and waits for its cache to sync. On error nothing
+// is left running.
+func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options) (_ *connection, err error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating HTTP client: %w", err)
+	}
+	c := &connection{cfg: cfg, httpClient: httpClient, done: make(chan struct{}),
+		counts: map[string]*atomic.Int64{}, watches: map[string]struct{}{}}
+	defer func() {
+		if err != nil {
+			c.stop()
+		}
+	}()
+
+	cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	defer cancel()
+	// Reachability and TLS first: it needs no authorization.
+	if c.version, err = serverVersion(cctx, cfg, httpClient); err != nil {
+		return nil, fmt.Errorf("getting server version: %w", err)
+	}
+
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("creating REST mapper: %w", err)
+	}
+	if c.uncached, err = client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper}); err != nil {
+		return nil, fmt.Errorf("creating client: %w", err)
+	}
+	// Then authentication and authorization, with the probe request itself.
+	if err = probe(cctx, c.uncached); err != nil {
+		return nil, fmt.Errorf("probing: %w", err)
+	}
+
+	byObject := map[client.Object]cache.ByObject{}
+	for _, k := range cachedKinds() {
+		byObject[k.obj] = cache.ByObject{Transform: k.transform}
+	}
+	c.cache, err = cache.New(cfg, cache.Options{
+		HTTPClient: httpClient,
+		Scheme:     scheme,
+		Mapper:     mapper,
+		ByObject:   byObject,
+		// Reads of other kinds must not silently start informers.
+		ReaderFailOnMissingInformer: true,
+		DefaultTransform:            cache.TransformStripManagedFields(),
+		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
+			msg := err.Error()
+			c.lastWatchErr.Store(&msg)
+			toolscache.DefaultWatchErrorHandler(ctx, r, err)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating cache: %w", err)
+	}
+	for _, k := range cachedKinds() {
+		inf, err := c.cache.GetInformer(cctx, k.obj)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s informer: %w", k.name, err)
+		}
+		n := &atomic.Int64{}
+		c.counts[k.name] = n
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { n.Add(1) },
+			DeleteFunc: func(any) { n.Add(-1) },
+		}); err != nil {
+			return nil, fmt.Errorf("counting %ss: %w", k.name, err)
+		}
+	}
+	c.client, err = client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper,
+		Cache: &client.CacheOptions{Reader: fallbackReader{cache: c.cache, live: c.uncached}}})
+	if err != nil {
+		return nil, fmt.Errorf("creating cached client: %w", err)
+	}
+
+	// The cache outlives this reconcile: it stops in stop().
+	cacheCtx, cacheCancel := context.WithCancel(context.Background())
+	c.cancel = cacheCancel
+	go func() {
+		defer close(c.done)
+		_ = c.cache.Start(cacheCtx)
+	}()
+	sctx, scancel := context.WithTimeout(ctx, o.CacheSyncTimeout)
+	defer scancel()
+	if !c.cache.WaitForCacheSync(sctx) {
+		msg := "timed out"
+		if p := c.lastWatchErr.Load(); p != nil {
+			msg = *p
+		}
+		return nil, &cacheSyncError{msg: msg}
+	}
+	return c, nil
+}
+
+type cacheSyncError struct{ msg string }
+
+func (e *cacheSyncError) Error() string { return "cache did not sync: " + e.msg }
+
+// stop stops the cache, waits for it and closes idle connections so no
+// goroutine of this connection outlives it. Never call it with a lock held:
+// it waits for the informers.
+func (c *connection) stop() {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+	}
+	utilnet.CloseIdleConnectionsFor(c.httpClient.Transport)
+}
+
+func serverVersion(ctx context.Context, cfg *rest.Config, httpClient *http.Client) (*version.Info, error) {
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var v version.Info
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("decoding /version: %w", err)
+	}
+	return &v, nil
+}
+
+// probe lists one Node's metadata: it checks reachability, the token and the
+// permission fedfailover needs most, and costs the API server almost nothing.
+func probe(ctx context.Context, c client.Client) error {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	return c.List(ctx, l, client.Limit(1))
+}
+
+// fallbackReader reads the cached kinds from the cache and the rest live.
+type fallbackReader struct {
+	cache cache.Cache
+	live  client.Reader
+}
+
+func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.cache.Get(ctx, key, obj, opts...)
+	if errors.As(err, new(*cache.ErrResourceNotCached)) {
+		return r.live.Get(ctx, key, obj, opts...)
+	}
+	return err
+}
+
+func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := r.cache.List(ctx, list, opts...)
+	if errors.As(err, new(*cache.ErrResourceNotCached)) {
+		return r.live.List(ctx, list, opts...)
+	}
+	return err
+}

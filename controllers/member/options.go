@@ -1,0 +1,71 @@
+package member
+
+import "time"
+
+// DefaultNamespace is where kubefed keeps KubeFedCluster objects and Secrets.
+const DefaultNamespace = "kube-federation-system"
+
+// CAPIClusterAnnotation on a KubeFedCluster names the Cluster API Cluster
+// ("namespace/name") of the member when it is not the Cluster of the same name.
+const CAPIClusterAnnotation = "failover.fedfailover.io/capi-cluster"
+
+// Options configure member connections. Zero values take the defaults below.
+type Options struct {
+	// Namespace holds the KubeFedClusters and their Secrets.
+	Namespace string
+	// ProbePeriod is how often a connected member is probed.
+	ProbePeriod time.Duration
+	// ProbeTimeout bounds one probe.
+	ProbeTimeout time.Duration
+	// FailureThreshold consecutive failed probes tear the connection down.
+	// 401 and 403 tear it down at once.
+	FailureThreshold int
+	// ConnectTimeout bounds the first requests of a new connection.
+	ConnectTimeout time.Duration
+	// CacheSyncTimeout bounds the initial list of the member's cache.
+	CacheSyncTimeout time.Duration
+	// RetryPeriod is how long to wait before connecting again after a failure.
+	RetryPeriod time.Duration
+	// StatusRefresh is how stale status.members[].lastProbeTime may get
+	// before a FailoverPolicy status is rewritten only to refresh it.
+	StatusRefresh time.Duration
+	// MaxConcurrentReconciles lets a slow or unreachable member not hold up
+	// the others.
+	MaxConcurrentReconciles int
+	// QPS and Burst limit requests to each member.
+	QPS   float32
+	Burst int
+	// DisablePolicyStatus turns off the FailoverPolicy status controller
+	// (for when another controller owns that status).
+	DisablePolicyStatus bool
+}
+
+func (o Options) withDefaults() Options {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	set(&o.ProbePeriod, 10*time.Second)
+	set(&o.ProbeTimeout, 5*time.Second)
+	set(&o.ConnectTimeout, 10*time.Second)
+	set(&o.CacheSyncTimeout, 2*time.Minute)
+	set(&o.RetryPeriod, o.ProbePeriod)
+	set(&o.StatusRefresh, time.Minute)
+	if o.FailureThreshold <= 0 {
+		o.FailureThreshold = 3
+	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = 10
+	}
+	if o.QPS <= 0 {
+		o.QPS = 50
+	}
+	if o.Burst <= 0 {
+		o.Burst = 100
+	}
+	return o
+}

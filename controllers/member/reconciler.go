@@ -1,0 +1,255 @@
+package member
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/internal/memberconfig"
+	"github.com/fedfailover/fedfailover/internal/metrics"
+)
+
+// The member controller reads KubeFedClusters and their Secrets in the
+// kubefed namespace only (a Role, not a ClusterRole; adjust the namespace if
+// --kubefed-namespace differs).
+// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=get;list;watch,namespace=kube-federation-system
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch,namespace=kube-federation-system
+
+// reconciler connects to, probes and disconnects from one member per
+// KubeFedCluster. Connection state lives in the Cache.
+type reconciler struct {
+	host     client.Reader // the kubefed namespace
+	cache    *Cache
+	recorder events.EventRecorder
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", req.Name)
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	kfc := &kubefedv1beta1.KubeFedCluster{}
+	if err := r.host.Get(ctx, req.NamespacedName, kfc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(ctx, req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting KubeFedCluster: %w", err)
+	}
+	if !kfc.DeletionTimestamp.IsZero() {
+		r.forget(ctx, req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+
+	cfg, fingerprint, token, reason, err := r.restConfig(ctx, kfc)
+	if err != nil {
+		// Waits for the KubeFedCluster or its Secret to change: both are watched.
+		r.disconnect(ctx, kfc, reason, err.Error())
+		return ctrl.Result{}, nil
+	}
+
+	m := r.cache.state(kfc.Name)
+	if m.conn != nil && m.fingerprint != fingerprint {
+		r.disconnect(ctx, kfc, ReasonCredentialsChanged, "endpoint, CA, TLS options, proxy or token changed; reconnecting")
+		m.conn = nil
+	}
+	if m.conn == nil {
+		return r.connect(ctx, kfc, cfg, fingerprint, token), nil
+	}
+	return r.probe(ctx, kfc, m), nil
+}
+
+// restConfig reads the Secret and builds the member's REST config. On error
+// it returns the reason to report.
+func (r *reconciler) restConfig(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster) (*rest.Config, string, string, string, error) {
+	if kfc.Spec.SecretRef.Name == "" {
+		return nil, "", "", ReasonConfigInvalid, memberconfig.ErrNoSecretRef
+	}
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: kfc.Namespace, Name: kfc.Spec.SecretRef.Name}
+	if err := r.host.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "", "", ReasonSecretNotFound, fmt.Errorf("secret %s not found", key)
+		}
+		return nil, "", "", ReasonConnectFailed, fmt.Errorf("getting secret %s: %w", key, err)
+	}
+	o := r.cache.opts
+	cfg, err := memberconfig.RESTConfig(kfc, secret, memberconfig.Options{
+		QPS: o.QPS, Burst: o.Burst, UserAgent: "fedfailover-member", DialTimeout: o.ConnectTimeout})
+	if err != nil {
+		return nil, "", "", reasonFor(err), err
+	}
+	return cfg, memberconfig.Fingerprint(kfc, secret), string(secret.Data[memberconfig.TokenKey]), "", nil
+}
+
+func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, cfg *rest.Config, fingerprint, token string) ctrl.Result {
+	o := r.cache.opts
+	conn, err := dial(ctx, cfg, r.cache.scheme, o)
+	if err != nil {
+		reason := reasonFor(err)
+		if _, ok := err.(*cacheSyncError); ok {
+			reason = ReasonCacheSyncFailed
+		}
+		r.disconnect(ctx, kfc, reason, redact(err.Error(), token))
+		return ctrl.Result{RequeueAfter: o.RetryPeriod}
+	}
+	now := r.cache.now()
+	r.cache.mu.Lock()
+	if r.cache.stopped {
+		r.cache.mu.Unlock()
+		conn.stop()
+		return ctrl.Result{}
+	}
+	m := r.cache.stateLocked(kfc.Name)
+	prev := *m
+	m.conn, m.fingerprint, m.token = conn, fingerprint, token
+	m.failures, m.lastProbe, m.lastProbeSuccess = 0, now, now
+	m.connected, m.reason = true, ReasonConnected
+	m.message = fmt.Sprintf("connected to %s (Kubernetes %s)", cfg.Host, conn.version.GitVersion)
+	next := *m
+	r.cache.mu.Unlock()
+
+	setCacheMetrics(kfc.Name, conn)
+	r.transition(ctx, kfc, prev, next)
+	return ctrl.Result{RequeueAfter: o.ProbePeriod}
+}
+
+// probe checks a connected member once per ProbePeriod.
+func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, m memberState) ctrl.Result {
+	o := r.cache.opts
+	now := r.cache.now()
+	if due := m.lastProbe.Add(o.ProbePeriod); now.Before(due) {
+		return ctrl.Result{RequeueAfter: due.Sub(now)}
+	}
+	pctx, cancel := context.WithTimeout(ctx, o.ProbeTimeout)
+	err := probe(pctx, m.conn.uncached)
+	cancel()
+	elapsed := r.cache.now().Sub(now)
+
+	if err == nil {
+		metrics.MemberProbeDuration.WithLabelValues(kfc.Name, metrics.ProbeSuccess).Observe(elapsed.Seconds())
+		setCacheMetrics(kfc.Name, m.conn)
+		r.cache.update(kfc.Name, m.conn, func(s *memberState) {
+			s.lastProbe, s.lastProbeSuccess, s.failures = now, now, 0
+			s.message = fmt.Sprintf("connected to %s (Kubernetes %s)", m.conn.cfg.Host, m.conn.version.GitVersion)
+		})
+		return ctrl.Result{RequeueAfter: o.ProbePeriod}
+	}
+
+	metrics.MemberProbeDuration.WithLabelValues(kfc.Name, metrics.ProbeFailure).Observe(elapsed.Seconds())
+	reason, msg := reasonFor(err), redact(err.Error(), m.token)
+	failures := m.failures + 1
+	log := ctrl.LoggerFrom(ctx)
+	if disconnectNow(reason) || failures >= o.FailureThreshold {
+		if !disconnectNow(reason) {
+			msg = fmt.Sprintf("%d consecutive probes failed, last: %s", failures, msg)
+			reason = ReasonProbeFailed
+		}
+		r.disconnect(ctx, kfc, reason, msg)
+		return ctrl.Result{RequeueAfter: o.RetryPeriod}
+	}
+	log.Info("Member probe failed", "failures", failures, "threshold", o.FailureThreshold, "reason", reason, "error", msg)
+	r.cache.update(kfc.Name, m.conn, func(s *memberState) {
+		s.lastProbe, s.failures = now, failures
+	})
+	return ctrl.Result{RequeueAfter: o.ProbePeriod}
+}
+
+// disconnect records a not-connected state and tears down the connection,
+// if any, outside the lock.
+func (r *reconciler) disconnect(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, reason, message string) {
+	r.cache.mu.Lock()
+	m := r.cache.stateLocked(kfc.Name)
+	prev := *m
+	message = redact(message, m.token)
+	conn := m.conn
+	m.conn, m.fingerprint, m.token = nil, "", ""
+	m.connected, m.reason, m.message, m.failures = false, reason, message, 0
+	next := *m
+	r.cache.mu.Unlock()
+
+	if conn != nil {
+		conn.stop()
+		metrics.MemberDisconnects.WithLabelValues(kfc.Name, reason).Inc()
+		metrics.MemberCacheObjects.DeletePartialMatch(map[string]string{metrics.ClusterLabel: kfc.Name})
+	}
+	r.transition(ctx, kfc, prev, next)
+}
+
+// forget tears down a member that left the federation and drops its metrics.
+func (r *reconciler) forget(ctx context.Context, key types.NamespacedName) {
+	r.cache.mu.Lock()
+	m, ok := r.cache.members[key.Name]
+	delete(r.cache.members, key.Name)
+	r.cache.mu.Unlock()
+	if !ok {
+		return
+	}
+	if m.conn != nil {
+		m.conn.stop()
+	}
+	metrics.DeleteCluster(key.Name)
+	ctrl.LoggerFrom(ctx).Info("Member cluster unjoined: connection torn down", "wasConnected", m.conn != nil)
+	kfc := &kubefedv1beta1.KubeFedCluster{}
+	kfc.Namespace, kfc.Name = key.Namespace, key.Name
+	r.recorder.Eventf(kfc, nil, corev1.EventTypeNormal, ReasonUnjoined, "Disconnect", "member cluster left the federation")
+	r.cache.notify(key.Name)
+}
+
+// transition logs, records an event, sets the metric and notifies
+// subscribers when the connection state or its reason changed.
+func (r *reconciler) transition(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, prev, next memberState) {
+	if next.connected {
+		metrics.MemberConnected.WithLabelValues(kfc.Name).Set(1)
+	} else {
+		metrics.MemberConnected.WithLabelValues(kfc.Name).Set(0)
+	}
+	if prev.connected == next.connected && prev.reason == next.reason {
+		return
+	}
+	log := ctrl.LoggerFrom(ctx)
+	if next.connected {
+		log.Info("Member cluster connected", "reason", next.reason, "message", next.message)
+		r.recorder.Eventf(kfc, nil, corev1.EventTypeNormal, next.reason, "Connect", "%s", next.message)
+	} else {
+		log.Info("Member cluster not connected", "reason", next.reason, "message", next.message)
+		r.recorder.Eventf(kfc, nil, corev1.EventTypeWarning, next.reason, "Disconnect", "%s", next.message)
+	}
+	r.cache.notify(kfc.Name)
+}
+
+// state returns a copy of the member's state (zero if unknown).
+func (c *Cache) state(cluster string) memberState {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if m, ok := c.members[cluster]; ok {
+		return *m
+	}
+	return memberState{}
+}
+
+func (c *Cache) stateLocked(cluster string) *memberState {
+	m, ok := c.members[cluster]
+	if !ok {
+		m = &memberState{reason: ReasonPending}
+		c.members[cluster] = m
+	}
+	return m
+}
+
+// update changes the state of a member if it still has connection conn:
+// a concurrent teardown wins.
+func (c *Cache) update(cluster string, conn *connection, f func(*memberState)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.members[cluster]; ok && m.conn == conn {
+		f(m)
+	}
+}

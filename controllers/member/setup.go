@@ -1,0 +1,174 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/memberconfig"
+)
+
+const secretRefIndex = "fedfailover.kubefedcluster.secretRef"
+
+// SetupWithManager adds the member controller (and, unless disabled, the
+// FailoverPolicy member-status controller) to mgr and returns the Cache other
+// controllers use to reach members.
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cache, error) {
+	opts = opts.withDefaults()
+	memberScheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(memberScheme); err != nil {
+		return nil, fmt.Errorf("building member scheme: %w", err)
+	}
+	c := newCache(opts, memberScheme)
+
+	kubefed, err := newKubefedView(mgr, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := kubefed.GetFieldIndexer().IndexField(ctx, &kubefedv1beta1.KubeFedCluster{}, secretRefIndex,
+		func(o client.Object) []string {
+			return []string{o.(*kubefedv1beta1.KubeFedCluster).Spec.SecretRef.Name}
+		}); err != nil {
+		return nil, fmt.Errorf("indexing KubeFedClusters by Secret: %w", err)
+	}
+	c.capi, err = setupCAPI(ctx, mgr, kubefed.GetClient(), opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(kubefed); err != nil {
+		return nil, fmt.Errorf("adding kubefed namespace cache: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("adding member cache: %w", err)
+	}
+
+	r := &reconciler{host: kubefed.GetClient(), cache: c, recorder: mgr.GetEventRecorder("fedfailover-members")}
+	secretToClusters := func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+		var list kubefedv1beta1.KubeFedClusterList
+		if err := kubefed.GetClient().List(ctx, &list, client.InNamespace(s.Namespace),
+			client.MatchingFields{secretRefIndex: s.Name}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing KubeFedClusters of Secret failed", "secret", s.Name)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for i := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+		return reqs
+	}
+	// kubefed rewrites KubeFedCluster status on every health check: only
+	// spec, label and annotation changes matter here.
+	kfcChanged := predicate.Or[*kubefedv1beta1.KubeFedCluster](
+		predicate.TypedGenerationChangedPredicate[*kubefedv1beta1.KubeFedCluster]{},
+		predicate.TypedLabelChangedPredicate[*kubefedv1beta1.KubeFedCluster]{},
+		predicate.TypedAnnotationChangedPredicate[*kubefedv1beta1.KubeFedCluster]{})
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("member").
+		WatchesRawSource(source.Kind(kubefed.GetCache(), &kubefedv1beta1.KubeFedCluster{},
+			&handler.TypedEnqueueRequestForObject[*kubefedv1beta1.KubeFedCluster]{}, kfcChanged)).
+		WatchesRawSource(source.Kind(kubefed.GetCache(), &corev1.Secret{},
+			handler.TypedEnqueueRequestsFromMapFunc(secretToClusters))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		Complete(r)
+	if err != nil {
+		return nil, fmt.Errorf("creating member controller: %w", err)
+	}
+
+	if opts.DisablePolicyStatus {
+		return c, nil
+	}
+	pr := &policyStatusReconciler{client: mgr.GetClient(), kubefed: kubefed.GetClient(), cache: c}
+	all := func(ctx context.Context, _ *kubefedv1beta1.KubeFedCluster) []reconcile.Request {
+		return pr.allPolicies(ctx)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("failoverpolicy-members").
+		For(&v1alpha1.FailoverPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Kind(kubefed.GetCache(), &kubefedv1beta1.KubeFedCluster{},
+			handler.TypedEnqueueRequestsFromMapFunc(all), kfcChanged)).
+		WatchesRawSource(c.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return pr.allPolicies(ctx) })).
+		Complete(pr)
+	if err != nil {
+		return nil, fmt.Errorf("creating FailoverPolicy member status controller: %w", err)
+	}
+	return c, nil
+}
+
+// newKubefedView is a cache and client limited to the kubefed namespace, so
+// the operator needs no cluster-wide Secret access. Cached Secrets keep only
+// the token.
+func newKubefedView(mgr ctrl.Manager, ns string) (cluster.Cluster, error) {
+	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
+		o.Scheme = mgr.GetScheme()
+		o.HTTPClient = mgr.GetHTTPClient()
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
+		o.Logger = mgr.GetLogger().WithName("kubefed-cache")
+		o.Cache = cache.Options{
+			DefaultNamespaces: map[string]cache.Config{ns: {}},
+			DefaultTransform:  cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Transform: secretTokenOnly},
+			},
+			ReaderFailOnMissingInformer: true,
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating kubefed namespace cache: %w", err)
+	}
+	return cl, nil
+}
+
+// secretTokenOnly keeps a Secret's identity and token: annotations may hold
+// a last-applied copy of the data.
+func secretTokenOnly(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Secret{TypeMeta: s.TypeMeta, Type: s.Type}
+	out.Name, out.Namespace, out.UID, out.ResourceVersion = s.Name, s.Namespace, s.UID, s.ResourceVersion
+	out.Labels = s.Labels
+	if t, ok := s.Data[memberconfig.TokenKey]; ok {
+		out.Data = map[string][]byte{memberconfig.TokenKey: t}
+	}
+	return out, nil
+}
+
+// setupCAPI indexes Machines in the manager's cache. Without the Cluster API
+// CRDs the mapping is off and its methods return ErrCAPIUnavailable.
+func setupCAPI(ctx context.Context, mgr ctrl.Manager, kubefed client.Reader, ns string) (capi, error) {
+	c := capi{kubefed: kubefed, host: mgr.GetClient(), ns: ns}
+	for name, fn := range map[string]client.IndexerFunc{
+		machineClusterIndex: indexMachineCluster,
+		machineNodeIndex:    indexMachineNode,
+	} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &clusterv1.Machine{}, name, fn); err != nil {
+			if meta.IsNoMatchError(err) {
+				mgr.GetLogger().Info("Cluster API CRDs not installed: Node to Machine mapping disabled")
+				return c, nil
+			}
+			return c, fmt.Errorf("indexing Machines: %w", err)
+		}
+	}
+	c.enabled = true
+	return c, nil
+}

@@ -94,3 +94,27 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint.
 build: ## Build the manager, the CLI and the lab into bin/.
 	$(call step,building fedfailover binaries)
 	@go build -o $(BIN)/ ./cmd/...
+
+##@ Test
+GO_TEST_FLAGS ?= -count=1
+
+.PHONY: verify
+verify: generate manifests ## Fail when generated files or formatting are stale.
+	$(call step,checking generated files are up to date)
+	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config | grep '^??')" || { echo "untracked generated files: commit them"; git status --porcelain -- api config; exit 1; }
+	$(call step,checking gofmt)
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
+
+.PHONY: test-unit
+test-unit: $(BIN)/kube-apiserver $(BIN)/etcd ## Unit, fuzz-seed and envtest API tests.
+	$(call step,unit and envtest tests)
+	@go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation.
+	$(call step,end-to-end tests on the local federation)
+	@go test $(GO_TEST_FLAGS) -tags e2e -timeout 40m ./test/...
+
+.PHONY: test
+test: tools verify vet test-unit test-e2e ## Everything CI runs (except lint).

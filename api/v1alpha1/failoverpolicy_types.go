@@ -63,7 +63,7 @@ type NodeRecoverySpec struct {
 	// Fencing says which evidence proves that a lost node is really off.
 	// Without such evidence fedfailover never releases a node's volumes.
 	// +optional
-	// +kubebuilder:default={}
+	// +kubebuilder:default={machineInfrastructureDeleted: true}
 	Fencing FencingSpec `json:"fencing,omitempty"`
 
 	// Method is how pods are released once a node is fenced.
@@ -95,8 +95,8 @@ type NodeRecoverySpec struct {
 
 // FencingSpec lists the evidence that counts as proof that a node is off.
 // Each kind of evidence is independent; any one of them is enough.
-// +kubebuilder:validation:XValidation:rule="self.machineInfrastructureDeleted || (has(self.poweredOffConditions) && size(self.poweredOffConditions) > 0) || has(self.externalFenceAnnotation) || has(self.assumeFencedAfter)",message="no fencing evidence is enabled: enable machineInfrastructureDeleted, poweredOffConditions, externalFenceAnnotation or assumeFencedAfter"
-// +kubebuilder:validation:XValidation:rule="!has(self.requestMachineDeletion) || !self.requestMachineDeletion || self.machineInfrastructureDeleted",message="requestMachineDeletion needs machineInfrastructureDeleted: deleting a Machine only fences a node once its infrastructure is gone",fieldPath=".requestMachineDeletion"
+// +kubebuilder:validation:XValidation:rule="(has(self.machineInfrastructureDeleted) && self.machineInfrastructureDeleted) || (has(self.poweredOffConditions) && size(self.poweredOffConditions) > 0) || has(self.externalFenceAnnotation) || has(self.assumeFencedAfter)",message="no fencing evidence is enabled: enable machineInfrastructureDeleted, poweredOffConditions, externalFenceAnnotation or assumeFencedAfter"
+// +kubebuilder:validation:XValidation:rule="!has(self.requestMachineDeletion) || !self.requestMachineDeletion || (has(self.machineInfrastructureDeleted) && self.machineInfrastructureDeleted)",message="requestMachineDeletion needs machineInfrastructureDeleted: deleting a Machine only fences a node once its infrastructure is gone",fieldPath=".requestMachineDeletion"
 type FencingSpec struct {
 	// MachineInfrastructureDeleted accepts a Cluster API Machine that is being
 	// deleted and whose infrastructure is reported gone (or a Node that was

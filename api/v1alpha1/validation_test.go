@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -21,18 +22,26 @@ import (
 
 // The API tests run against a real kube-apiserver so the CRD's OpenAPI and
 // CEL rules are exercised exactly as admission applies them.
+// One API server serves every test in this package.
+var apiClient client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunMain(m, func(cfg *rest.Config) error {
+		s, err := scheme.New()
+		if err != nil {
+			return err
+		}
+		apiClient, err = client.New(cfg, client.Options{Scheme: s})
+		return err
+	}))
+}
+
 func newClient(t *testing.T) client.Client {
 	t.Helper()
-	cfg := testenv.Start(t)
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
+	if apiClient == nil {
+		t.Fatal("API server not started")
 	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return apiClient
 }
 
 func policyFromYAML(t *testing.T, name, specYAML string) *unstructured.Unstructured {

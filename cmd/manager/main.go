@@ -2,11 +2,13 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -58,16 +60,22 @@ func main() {
 	if err != nil {
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
+	logger := zap.New(zap.UseFlagOptions(&o.zap))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error: loading kubeconfig:", err)
+		os.Exit(1)
+	}
+	if err := run(ctrl.SetupSignalHandler(), cfg, o); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o options) error {
-	logger := zap.New(zap.UseFlagOptions(&o.zap))
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger)
+// run builds the manager and blocks until ctx is done.
+func run(ctx context.Context, cfg *rest.Config, o options) error {
 	setupLog := ctrl.Log.WithName("setup")
 
 	s, err := scheme.New()
@@ -90,10 +98,6 @@ func run(o options) error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  s,
 		Metrics:                 metricsOpts,
@@ -116,7 +120,7 @@ func run(o options) error {
 	}
 
 	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // RepoRoot walks up from the working directory to the directory holding go.mod.
@@ -43,22 +45,21 @@ func BinDir() (string, error) {
 	return filepath.Join(root, "bin"), nil
 }
 
-// Start starts an API server with fedfailover's CRDs plus any extra CRD
-// directories (paths relative to the repository root), and stops it when the
-// test ends. A missing binary fails the test: it never skips.
-func Start(t testing.TB, extraCRDDirs ...string) *rest.Config {
-	t.Helper()
+// Environment returns an envtest environment for fedfailover's CRDs plus any
+// extra CRD directories (relative to the repository root). A missing binary
+// is an error that says how to build it: tests never skip for it.
+func Environment(extraCRDDirs ...string) (*envtest.Environment, error) {
 	root, err := RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	bin, err := BinDir()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	for _, name := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
-			t.Fatalf("%s not found in %s: run `make tools` first", name, bin)
+			return nil, fmt.Errorf("%s not found in %s: run `make tools` first", name, bin)
 		}
 	}
 	dirs := []string{filepath.Join(root, "config", "crd", "bases")}
@@ -68,10 +69,19 @@ func Start(t testing.TB, extraCRDDirs ...string) *rest.Config {
 		}
 		dirs = append(dirs, d)
 	}
-	env := &envtest.Environment{
+	return &envtest.Environment{
 		BinaryAssetsDirectory: bin,
 		CRDDirectoryPaths:     dirs,
 		ErrorIfCRDPathMissing: true,
+	}, nil
+}
+
+// Start starts an API server for one test and stops it when the test ends.
+func Start(t testing.TB, extraCRDDirs ...string) *rest.Config {
+	t.Helper()
+	env, err := Environment(extraCRDDirs...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -83,4 +93,30 @@ func Start(t testing.TB, extraCRDDirs ...string) *rest.Config {
 		}
 	})
 	return cfg
+}
+
+// RunMain starts one API server for a whole test package (call it from
+// TestMain), runs setup and the tests, and always stops the server.
+func RunMain(m *testing.M, setup func(*rest.Config) error, extraCRDDirs ...string) int {
+	log.SetLogger(logr.Discard())
+	env, err := Environment(extraCRDDirs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: starting envtest:", err)
+		return 1
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
+	}()
+	if err := setup(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: test setup:", err)
+		return 1
+	}
+	return m.Run()
 }

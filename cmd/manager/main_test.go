@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fedfailover/fedfailover/internal/testenv"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// poll calls f until it returns nil or the deadline passes.
+func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: not true within %s: %v", what, timeout, err)
+}
+
+// TestManagerServes runs the real manager against a real API server and checks
+// what an operator of it relies on: probes answer, metrics refuse anonymous
+// callers, and leader election takes its Lease.
+func TestManagerServes(t *testing.T) {
+	cfg := testenv.Start(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	const ns = "fedfailover-system"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	o, err := parseFlags([]string{
+		"--metrics-bind-address", freeAddr(t),
+		"--health-probe-bind-address", freeAddr(t),
+		"--leader-elect", "--leader-election-namespace", ns,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("manager exited with error: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("manager did not stop within 30s")
+		}
+	})
+
+	poll(t, 30*time.Second, "readyz answers 200", func() error {
+		return expectStatus(http.DefaultClient, "http://"+o.probeAddr+"/readyz", http.StatusOK)
+	})
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test cert
+	poll(t, 30*time.Second, "metrics refuse anonymous callers", func() error {
+		return expectStatus(insecure, "https://"+o.metricsAddr+"/metrics", http.StatusUnauthorized)
+	})
+	if err := expectStatus(http.DefaultClient, "http://"+o.metricsAddr+"/metrics", http.StatusOK); err == nil {
+		t.Error("metrics are served over plain HTTP")
+	}
+	poll(t, 30*time.Second, "leader election Lease held", func() error {
+		lease, err := cs.CoordinationV1().Leases(ns).Get(ctx, "fedfailover.failover.fedfailover.io", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			return errors.New("lease has no holder")
+		}
+		return nil
+	})
+}
+
+func expectStatus(c *http.Client, url string, want int) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		return fmt.Errorf("GET %s: status %d, want %d", url, resp.StatusCode, want)
+	}
+	return nil
+}
+
+func TestParseFlagsRejectsUnknown(t *testing.T) {
+	if _, err := parseFlags([]string{"--no-such-flag"}); err == nil {
+		t.Fatal("unknown flag accepted")
+	}
+}

@@ -1,0 +1,130 @@
+package planner
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+)
+
+var fuzzStates = []MemberState{Healthy, Failed, Exhausted}
+
+// fuzzPrefs decodes one cluster's preferences from 16 bits: weight 0-7,
+// min 0-3, max absent or 0-7.
+func fuzzPrefs(bits uint64) fedschedv1a1.ClusterPreferences {
+	p := fedschedv1a1.ClusterPreferences{Weight: int64(bits & 7), MinReplicas: int64(bits >> 3 & 3)}
+	if bits>>5&1 != 0 {
+		v := int64(bits >> 6 & 7)
+		p.MaxReplicas = &v
+		p.MinReplicas = min(p.MinReplicas, v)
+	}
+	return p
+}
+
+// fuzzInput decodes a planner input for members a..d from fuzzed numbers.
+func fuzzInput(baseline, current, members uint64, total, currentTotal uint8, sinceLast, sinceRoom uint16, mbb bool) Input {
+	in := Input{
+		Baseline: map[string]fedschedv1a1.ClusterPreferences{}, Current: map[string]fedschedv1a1.ClusterPreferences{},
+		Members: map[string]Member{}, TotalReplicas: int32(total % 40), CurrentTotalReplicas: int32(currentTotal % 50),
+		Now: now, Spec: spec(mbb),
+	}
+	if sinceLast != 0 {
+		in.LastChange = now.Add(-time.Duration(sinceLast) * time.Second)
+	}
+	for i, name := range []string{"a", "b", "c", "d"} {
+		shift := uint(16 * i)
+		if baseline>>shift&0x8000 == 0 {
+			in.Baseline[name] = fuzzPrefs(baseline >> shift)
+		}
+		if current>>shift&0x8000 == 0 {
+			in.Current[name] = fuzzPrefs(current >> shift)
+		}
+		bits := members >> shift
+		if bits&3 == 3 {
+			continue // not a member
+		}
+		m := Member{State: fuzzStates[bits&3], Running: int64(bits >> 2 & 15), Fits: int64(bits >> 6 & 15)}
+		if bits>>10&1 != 0 {
+			m.RoomSince = now.Add(-time.Duration(sinceRoom>>(4*uint(i))&15) * 20 * time.Second)
+		}
+		in.Members[name] = m
+	}
+	if baseline&(1<<63) != 0 {
+		in.Baseline[Wildcard] = fedschedv1a1.ClusterPreferences{Weight: 1}
+	}
+	return in
+}
+
+func FuzzPlan(f *testing.F) {
+	f.Add(uint64(0x0001_0001_0001_0001), uint64(0x0001_0001_0001_0001), uint64(0x040d_040d_040d_040d), uint8(9), uint8(0), uint16(0), uint16(0), false)
+	f.Add(uint64(0x0001_0001_0001_0001), uint64(0x0001_0001_0001_0001), uint64(0x040d_0001_040d_040d), uint8(9), uint8(0), uint16(1), uint16(0), true)
+	f.Add(uint64(0x0002_0001_0001_0001), uint64(0x01ed_0024_0001_0001), uint64(0x040d_0402_040d_0112), uint8(12), uint8(14), uint16(40), uint16(0x1234), true)
+	f.Add(uint64(0x8000_0000_0003_0001), uint64(0x0001_8000_0001_0001), uint64(0x0003_0001_0002_0001), uint8(7), uint8(3), uint16(500), uint16(0xffff), false)
+	f.Fuzz(func(t *testing.T, baseline, current, members uint64, total, currentTotal uint8, sinceLast, sinceRoom uint16, mbb bool) {
+		in := fuzzInput(baseline, current, members, total, currentTotal, sinceLast, sinceRoom, mbb)
+		got := Plan(in)
+		if again := Plan(in); !reflect.DeepEqual(got, again) {
+			t.Fatalf("not deterministic:\n%+v\n%+v", got, again)
+		}
+		checkInvariants(t, in, got)
+	})
+}
+
+// checkInvariants holds for every plan: no negatives, min <= max, failed
+// members get nothing, the written preferences produce the reported
+// placement, and a change never places fewer than min(total, room).
+func checkInvariants(t testing.TB, in Input, got Result) {
+	t.Helper()
+	var names []string
+	for n := range in.Members {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if got.TotalReplicas < 0 {
+		t.Fatalf("negative total %d", got.TotalReplicas)
+	}
+	if got.TemporaryTotal != (got.TotalReplicas > max(in.TotalReplicas, 0)) {
+		t.Fatalf("TemporaryTotal=%v with total %d (user %d)", got.TemporaryTotal, got.TotalReplicas, in.TotalReplicas)
+	}
+	placed := distribute(int64(got.TotalReplicas), names, func(n string) bounds { return boundsOf(got.Clusters, n) })
+	if !equalPlacement(placed, got.Placement) {
+		t.Fatalf("clusters place %v, result says %v", placed, got.Placement)
+	}
+	var roomSum, placedSum int64
+	for _, n := range names {
+		m := in.Members[n]
+		if got.Placement[n] < 0 {
+			t.Fatalf("negative placement %v", got.Placement)
+		}
+		placedSum += got.Placement[n]
+		if m.State == Failed {
+			if got.Placement[n] != 0 {
+				t.Fatalf("failed member %s placed %d", n, got.Placement[n])
+			}
+			if p := got.Clusters[n]; got.Changed && (p.Weight != 0 || p.MaxReplicas == nil || *p.MaxReplicas != 0) {
+				t.Fatalf("failed member %s written %+v", n, p)
+			}
+			continue
+		}
+		roomSum += m.Running + m.Fits
+	}
+	if !got.Changed {
+		return
+	}
+	if got.Shifted {
+		for _, n := range names {
+			p := got.Clusters[n]
+			if p.Weight < 0 || p.MinReplicas < 0 || p.MaxReplicas == nil || *p.MaxReplicas < p.MinReplicas {
+				t.Fatalf("bad preferences for %s: %+v", n, p)
+			}
+		}
+	}
+	if want := min(int64(max(in.TotalReplicas, 0)), roomSum); placedSum < want {
+		t.Fatalf("placed %d < min(total %d, room %d): %+v", placedSum, in.TotalReplicas, roomSum, got)
+	}
+	if placedSum > int64(got.TotalReplicas) {
+		t.Fatalf("placed %d above total %d", placedSum, got.TotalReplicas)
+	}
+}

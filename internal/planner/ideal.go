@@ -1,0 +1,167 @@
+package planner
+
+import "slices"
+
+// idealPlacement is where the replicas should be given member health, and
+// how many of them lie beyond the federation's known room.
+func (p *planning) idealPlacement() (map[string]int64, int64) {
+	avail := p.available()
+	ideal := distribute(p.total, avail, func(n string) bounds {
+		b := boundsOf(p.in.Baseline, n)
+		return capAt(b, p.idealCap(n))
+	})
+	ideal = fill(ideal, p.names)
+	left := p.total - sum(ideal)
+	left -= p.spill(ideal, left, p.filter(avail, p.stable))
+	left -= p.spill(ideal, left, avail)
+	left -= p.keepOverflow(ideal, left, avail)
+	p.spreadUnbounded(ideal, left, avail)
+	var withinRoom int64
+	for _, n := range avail {
+		withinRoom += min(ideal[n], p.room(n))
+	}
+	return ideal, max(p.total-withinRoom, 0)
+}
+
+// idealCap bounds a member's baseline share: an exhausted member at its
+// room; a stable member at its room, but never below what it holds (no
+// move on a capacity estimate alone: the exhaustion signal decides); a
+// member not yet stable at what it holds (no failback before the window).
+func (p *planning) idealCap(n string) int64 {
+	switch {
+	case p.member(n).State == Exhausted:
+		return p.room(n)
+	case p.stable(n):
+		return max(p.room(n), p.current[n])
+	default:
+		return p.current[n]
+	}
+}
+
+// spill places up to left replicas on candidates with room left, by
+// baseline weight (all equal when the candidates' weights are all zero),
+// ignoring the baseline maximum: the user's preference yields to keeping
+// every replica placed. It returns how many it placed.
+func (p *planning) spill(ideal map[string]int64, left int64, candidates []string) int64 {
+	if left <= 0 {
+		return 0
+	}
+	withRoom := p.filter(candidates, func(n string) bool { return p.room(n) > ideal[n] })
+	weight := p.spillWeights(withRoom)
+	added := distribute(left, withRoom, func(n string) bounds {
+		return bounds{max: p.room(n) - ideal[n], weight: weight(n)}
+	})
+	return addInto(ideal, added)
+}
+
+func (p *planning) spillWeights(candidates []string) func(string) int64 {
+	for _, n := range candidates {
+		if boundsOf(p.in.Baseline, n).weight > 0 {
+			return func(n string) int64 { return boundsOf(p.in.Baseline, n).weight }
+		}
+	}
+	return func(string) int64 { return 1 }
+}
+
+// keepOverflow leaves replicas that fit nowhere else where they are now
+// (largest overflow first): moving Pending pods between full members helps
+// nobody. It returns how many it placed.
+func (p *planning) keepOverflow(ideal map[string]int64, left int64, avail []string) int64 {
+	order := slices.Clone(avail)
+	slices.SortStableFunc(order, func(a, b string) int {
+		return cmpDesc(p.current[a]-ideal[a], p.current[b]-ideal[b])
+	})
+	var placed int64
+	for _, n := range order {
+		give := min(max(p.current[n]-ideal[n], 0), left-placed)
+		ideal[n] += give
+		placed += give
+	}
+	return placed
+}
+
+// spreadUnbounded places replicas of failed members (or a scale-up) that
+// fit nowhere: on stable members if any, else on any member not failed, by
+// baseline weight, so totalReplicas stays wanted (Pending pods are what a
+// cluster autoscaler reacts to).
+func (p *planning) spreadUnbounded(ideal map[string]int64, left int64, avail []string) {
+	if left <= 0 || len(avail) == 0 {
+		return
+	}
+	targets := p.filter(avail, p.stable)
+	if len(targets) == 0 {
+		targets = avail
+	}
+	weight := p.spillWeights(targets)
+	addInto(ideal, distribute(left, targets, func(n string) bounds {
+		return bounds{max: unbounded, weight: weight(n)}
+	}))
+}
+
+func (p *planning) filter(names []string, keep func(string) bool) []string {
+	var out []string
+	for _, n := range names {
+		if keep(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func capAt(b bounds, limit int64) bounds {
+	if b.max == unbounded || b.max > limit {
+		b.max = max(limit, 0)
+	}
+	b.min = min(b.min, b.max)
+	return b
+}
+
+// fill gives every name an entry, so placements compare cleanly.
+func fill(m map[string]int64, names []string) map[string]int64 {
+	for _, n := range names {
+		m[n] += 0
+	}
+	return m
+}
+
+func addInto(into, add map[string]int64) int64 {
+	var total int64
+	for n, v := range add {
+		into[n] += v
+		total += v
+	}
+	return total
+}
+
+func sum(m map[string]int64) int64 {
+	var total int64
+	for _, v := range m {
+		total += v
+	}
+	return total
+}
+
+func equalPlacement(a, b map[string]int64) bool {
+	for n, v := range a {
+		if b[n] != v {
+			return false
+		}
+	}
+	for n, v := range b {
+		if a[n] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// cmpDesc orders larger values first.
+func cmpDesc(a, b int64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,262 @@
+// Package planner computes, without any client or clock, the kubefed
+// ReplicaSchedulingPreference placement that keeps a federated workload's
+// replicas on members that can run them, and brings it back to the user's
+// baseline without flapping once members recover.
+package planner
+
+import (
+	"slices"
+	"time"
+
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+// MemberState is a member's health for one workload.
+type MemberState string
+
+// Member states.
+const (
+	// Healthy: connected, Ready in kubefed, and not out of capacity.
+	Healthy MemberState = "Healthy"
+	// Failed: disconnected or not Ready for clusterFailedAfter.
+	Failed MemberState = "Failed"
+	// Exhausted: the workload's pods Unschedulable for capacityExhaustedAfter.
+	Exhausted MemberState = "Exhausted"
+)
+
+// Member is what the planner knows of one member cluster for one workload.
+type Member struct {
+	State MemberState
+	// Running is how many of the workload's replicas run there now.
+	Running int64
+	// Fits is how many more replicas fit there (capacity.Fit).
+	Fits int64
+	// RoomSince is since when the member has been Healthy with room; zero
+	// when it is not. Failback waits for it to be stabilizationWindow old.
+	RoomSince time.Time
+}
+
+// Input is everything one planning decision depends on.
+type Input struct {
+	// Baseline is spec.clusters as the user wrote it.
+	Baseline map[string]fedschedv1a1.ClusterPreferences
+	// TotalReplicas is the user's spec.totalReplicas.
+	TotalReplicas int32
+	// Members holds every member cluster kubefed may place replicas on.
+	// Clusters named only in Baseline/Current are left as the baseline has them.
+	Members map[string]Member
+	// Current is the RSP's spec.clusters now (baseline or a plan of ours).
+	Current map[string]fedschedv1a1.ClusterPreferences
+	// CurrentTotalReplicas is the RSP's spec.totalReplicas now; it is above
+	// TotalReplicas during a make-before-break step. Zero means TotalReplicas.
+	CurrentTotalReplicas int32
+	// LastChange is when the planner's last change was written (zero: never).
+	LastChange time.Time
+	Now        time.Time
+	Spec       v1alpha1.RebalanceSpec
+}
+
+// Reasons for a plan (CamelCase, for events, status and metrics).
+const (
+	ReasonMemberFailed         = "MemberFailed"
+	ReasonCapacityExhausted    = "CapacityExhausted"
+	ReasonTotalChanged         = "TotalReplicasChanged"
+	ReasonInsufficientCapacity = "InsufficientCapacity"
+	ReasonFailback             = "Failback"
+	ReasonFailbackMake         = "FailbackMakeBeforeBreak"
+	ReasonFailbackBreak        = "FailbackBreak"
+	ReasonWaitingForReplicas   = "WaitingForReplicas"
+	ReasonMinInterval          = "WaitingForMinInterval"
+	ReasonStabilizing          = "Stabilizing"
+	ReasonBalanced             = "Balanced"
+	ReasonNoMembers            = "NoMembers"
+)
+
+// Result is the plan to write to the RSP.
+type Result struct {
+	// Clusters is the new spec.clusters.
+	Clusters map[string]fedschedv1a1.ClusterPreferences
+	// TotalReplicas is the new spec.totalReplicas.
+	TotalReplicas int32
+	// TemporaryTotal is true when TotalReplicas is raised above the user's
+	// value for a make-before-break step.
+	TemporaryTotal bool
+	// Shifted is true when Clusters is not the baseline.
+	Shifted bool
+	// Placement is the replicas per member that Clusters asks for.
+	Placement map[string]int64
+	// Unplaced counts replicas beyond the known room of the federation.
+	Unplaced int64
+	Reason   string
+	// Changed is true when Clusters or TotalReplicas differ from the RSP now.
+	Changed bool
+	// RequeueAt is when planning again may give another result (zero: only
+	// when inputs change).
+	RequeueAt time.Time
+}
+
+// Plan decides the next placement. Rules, in order:
+//  1. a failed member holding replicas: move them now (ignores minInterval);
+//  2. at most one change per minInterval otherwise;
+//  3. an exhausted member over its room, or fewer replicas placed than
+//     totalReplicas: jump to the ideal placement;
+//  4. during make-before-break, shrink the others once the raised replicas run;
+//  5. otherwise step toward the ideal by at most maxStep replicas (failback).
+//
+// The ideal placement spreads totalReplicas by baseline weights over members
+// that are not failed, caps exhausted members at running+fits, keeps members
+// that have not been healthy with room for stabilizationWindow at what they
+// hold, and spills what is left to members with room.
+func Plan(in Input) Result {
+	p := newPlanning(in)
+	if len(p.names) == 0 {
+		return p.keep(ReasonNoMembers, time.Time{})
+	}
+	switch {
+	case p.failedHoldsReplicas():
+		return p.result(p.ideal, p.total, ReasonMemberFailed)
+	case p.now.Before(p.lastChange.Add(p.minInterval)):
+		if p.settled() {
+			return p.keep(p.settledReason())
+		}
+		return p.keep(ReasonMinInterval, p.lastChange.Add(p.minInterval))
+	case p.hasDeficit():
+		if equalPlacement(p.ideal, p.current) {
+			return p.keep(ReasonInsufficientCapacity, time.Time{})
+		}
+		return p.result(p.ideal, p.total, p.deficitReason())
+	case p.currentTotal > p.total:
+		return p.shrinkToTotal()
+	case !equalPlacement(p.ideal, p.current):
+		return p.failbackStep()
+	}
+	reason, requeue := p.settledReason()
+	r := p.result(p.current, p.total, reason)
+	r.RequeueAt = requeue
+	return r
+}
+
+// planning holds the derived values of one Plan call.
+type planning struct {
+	in                        Input
+	names                     []string
+	total, currentTotal       int64
+	now, lastChange           time.Time
+	minInterval, window       time.Duration
+	maxStep                   int64
+	current, ideal, baselined map[string]int64
+	unplaced                  int64
+}
+
+func newPlanning(in Input) *planning {
+	p := &planning{
+		in:          in,
+		total:       max(int64(in.TotalReplicas), 0),
+		now:         in.Now,
+		lastChange:  in.LastChange,
+		minInterval: in.Spec.MinInterval.Get(),
+		window:      in.Spec.Failback.StabilizationWindow.Get(),
+		maxStep:     max(int64(in.Spec.Failback.MaxStep), 1),
+	}
+	p.currentTotal = p.total
+	if in.CurrentTotalReplicas > 0 {
+		p.currentTotal = int64(in.CurrentTotalReplicas)
+	}
+	for name := range in.Members {
+		if name != Wildcard {
+			p.names = append(p.names, name)
+		}
+	}
+	slices.Sort(p.names)
+	p.current = distribute(p.currentTotal, p.names, func(n string) bounds { return boundsOf(in.Current, n) })
+	p.baselined = distribute(p.total, p.names, func(n string) bounds { return boundsOf(in.Baseline, n) })
+	p.ideal, p.unplaced = p.idealPlacement()
+	return p
+}
+
+func (p *planning) member(n string) Member { return p.in.Members[n] }
+
+func (p *planning) failed(n string) bool { return p.member(n).State == Failed }
+
+// room is how many of the workload's replicas the member could hold.
+func (p *planning) room(n string) int64 {
+	m := p.member(n)
+	return max(m.Running, 0) + min(max(m.Fits, 0), maxWeight)
+}
+
+// stable: healthy with room for at least the stabilization window.
+func (p *planning) stable(n string) bool {
+	m := p.member(n)
+	return m.State == Healthy && !m.RoomSince.IsZero() && !p.now.Before(m.RoomSince.Add(p.window))
+}
+
+func (p *planning) available() []string {
+	var out []string
+	for _, n := range p.names {
+		if !p.failed(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (p *planning) failedHoldsReplicas() bool {
+	for _, n := range p.names {
+		if p.failed(n) && p.current[n] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// hasDeficit: an exhausted member holds more than its room, or the members
+// that are not failed hold fewer than totalReplicas.
+func (p *planning) hasDeficit() bool {
+	var held int64
+	for _, n := range p.available() {
+		c := p.current[n]
+		if p.member(n).State == Exhausted {
+			c = min(c, p.room(n))
+		}
+		held += c
+	}
+	return held < p.total
+}
+
+func (p *planning) deficitReason() string {
+	for _, n := range p.available() {
+		if p.member(n).State == Exhausted && p.current[n] > p.room(n) {
+			return ReasonCapacityExhausted
+		}
+	}
+	return ReasonTotalChanged
+}
+
+// settled: nothing to move and totalReplicas as the user wants it.
+func (p *planning) settled() bool {
+	return equalPlacement(p.ideal, p.current) && p.currentTotal == p.total
+}
+
+// settledReason explains a placement with nothing to do, and when a member
+// still stabilizing may change that.
+func (p *planning) settledReason() (string, time.Time) {
+	if p.unplaced > 0 {
+		return ReasonInsufficientCapacity, time.Time{}
+	}
+	var next time.Time
+	for _, n := range p.names {
+		m := p.member(n)
+		if m.State != Healthy || m.RoomSince.IsZero() || p.stable(n) || p.current[n] >= p.baselined[n] {
+			continue
+		}
+		if at := m.RoomSince.Add(p.window); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	if !next.IsZero() {
+		return ReasonStabilizing, next
+	}
+	return ReasonBalanced, time.Time{}
+}

@@ -1,0 +1,273 @@
+package planner
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type prefsMap = map[string]fedschedv1a1.ClusterPreferences
+
+func w(weight int64) fedschedv1a1.ClusterPreferences {
+	return fedschedv1a1.ClusterPreferences{Weight: weight}
+}
+
+func wMax(weight, maxReplicas int64) fedschedv1a1.ClusterPreferences {
+	return fedschedv1a1.ClusterPreferences{Weight: weight, MaxReplicas: &maxReplicas}
+}
+
+func pin(v int64) fedschedv1a1.ClusterPreferences {
+	return fedschedv1a1.ClusterPreferences{Weight: v, MinReplicas: v, MaxReplicas: &v}
+}
+
+func pins(a, b, c int64) prefsMap { return prefsMap{"a": pin(a), "b": pin(b), "c": pin(c)} }
+
+func spec(makeBeforeBreak bool) v1alpha1.RebalanceSpec {
+	return v1alpha1.RebalanceSpec{
+		Enabled:     true,
+		MinInterval: "30s",
+		Failback:    v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: makeBeforeBreak},
+	}
+}
+
+func healthy(running, fits int64) Member {
+	return Member{State: Healthy, Running: running, Fits: fits, RoomSince: now.Add(-time.Hour)}
+}
+
+func recovering(running, fits int64, since time.Duration) Member {
+	return Member{State: Healthy, Running: running, Fits: fits, RoomSince: now.Add(-since)}
+}
+
+func failed() Member { return Member{State: Failed} }
+
+func exhausted(running, fits int64) Member {
+	return Member{State: Exhausted, Running: running, Fits: fits}
+}
+
+var equal3 = prefsMap{"a": w(1), "b": w(1), "c": w(1)}
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name          string
+		in            Input
+		wantReason    string
+		wantChanged   bool
+		wantShifted   bool
+		wantPlacement map[string]int64
+		wantTotal     int32
+		wantClusters  prefsMap // checked when set
+		wantRequeue   time.Time
+	}{
+		{name: "all healthy at baseline: nothing to do",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
+				Members: map[string]Member{"a": healthy(3, 10), "b": healthy(3, 10), "c": healthy(3, 10)}},
+			wantReason: ReasonBalanced, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "member failed: weight 0 and max 0, replicas move now despite minInterval",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9, LastChange: now.Add(-time.Second),
+				Members: map[string]Member{"a": healthy(3, 10), "b": failed(), "c": healthy(3, 10)}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 5, "b": 0, "c": 4}, wantTotal: 9, wantClusters: pins(5, 0, 4)},
+		{name: "failed member's replicas spill to members with room, even of weight 0",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1), "c": w(1), "d": w(0)}, Current: prefsMap{"a": w(1), "b": w(1), "c": w(1), "d": w(0)},
+				TotalReplicas: 9,
+				Members:       map[string]Member{"a": healthy(3, 0), "b": failed(), "c": healthy(3, 1), "d": healthy(0, 10)}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 3, "b": 0, "c": 4, "d": 2}, wantTotal: 9},
+		{name: "baseline max relaxed to keep totalReplicas placed",
+			in: Input{Baseline: prefsMap{"a": wMax(1, 5), "b": wMax(1, 5)}, Current: prefsMap{"a": wMax(1, 5), "b": wMax(1, 5)},
+				TotalReplicas: 10, Members: map[string]Member{"a": healthy(5, 20), "b": failed()}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 10, "b": 0}, wantTotal: 10},
+		{name: "every member failed: all zero, all unplaced",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
+				Members: map[string]Member{"a": failed(), "b": failed(), "c": failed()}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 0, "b": 0, "c": 0}, wantTotal: 9, wantClusters: pins(0, 0, 0)},
+		{name: "exhausted member capped at running plus fits, rest by weight",
+			in: Input{Baseline: prefsMap{"a": w(2), "b": w(1)}, Current: prefsMap{"a": w(2), "b": w(1)}, TotalReplicas: 9,
+				Members: map[string]Member{"a": exhausted(4, 0), "b": healthy(3, 10)}},
+			wantReason: ReasonCapacityExhausted, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 4, "b": 5}, wantTotal: 9},
+		{name: "exhausted and nowhere has room: keep and report",
+			in: Input{Baseline: prefsMap{"a": w(2), "b": w(1)}, Current: prefsMap{"a": w(2), "b": w(1)}, TotalReplicas: 9,
+				Members: map[string]Member{"a": exhausted(4, 0), "b": healthy(3, 0)}},
+			wantReason: ReasonInsufficientCapacity, wantPlacement: map[string]int64{"a": 6, "b": 3}, wantTotal: 9,
+			wantClusters: prefsMap{"a": w(2), "b": w(1)}},
+		{name: "exhaustion waits for minInterval",
+			in: Input{Baseline: prefsMap{"a": w(2), "b": w(1)}, Current: prefsMap{"a": w(2), "b": w(1)}, TotalReplicas: 9,
+				LastChange: now.Add(-10 * time.Second), Members: map[string]Member{"a": exhausted(4, 0), "b": healthy(3, 10)}},
+			wantReason: ReasonMinInterval, wantPlacement: map[string]int64{"a": 6, "b": 3}, wantTotal: 9,
+			wantRequeue: now.Add(20 * time.Second)},
+		{name: "recovered member inside the stabilization window: stay shifted",
+			in: Input{Baseline: equal3, Current: pins(5, 0, 4), TotalReplicas: 9, LastChange: now.Add(-time.Minute),
+				Members: map[string]Member{"a": healthy(5, 10), "b": recovering(0, 10, time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonStabilizing, wantShifted: true, wantPlacement: map[string]int64{"a": 5, "b": 0, "c": 4}, wantTotal: 9,
+			wantRequeue: now.Add(time.Minute)},
+		{name: "recovered member without room: stay shifted",
+			in: Input{Baseline: equal3, Current: pins(5, 0, 4), TotalReplicas: 9, LastChange: now.Add(-time.Hour),
+				Members: map[string]Member{"a": healthy(5, 10), "b": {State: Healthy}, "c": healthy(4, 10)}},
+			wantReason: ReasonBalanced, wantShifted: true, wantPlacement: map[string]int64{"a": 5, "b": 0, "c": 4}, wantTotal: 9},
+		{name: "failback step of maxStep after the window",
+			in: Input{Baseline: equal3, Current: pins(5, 0, 4), TotalReplicas: 9, LastChange: now.Add(-time.Minute), Spec: spec(false),
+				Members: map[string]Member{"a": healthy(5, 10), "b": recovering(0, 10, 3*time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonFailback, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 3, "b": 2, "c": 4}, wantTotal: 9, wantClusters: pins(3, 2, 4),
+			wantRequeue: now.Add(30 * time.Second)},
+		{name: "failback waits for minInterval",
+			in: Input{Baseline: equal3, Current: pins(3, 2, 4), TotalReplicas: 9, LastChange: now.Add(-10 * time.Second), Spec: spec(false),
+				Members: map[string]Member{"a": healthy(3, 10), "b": recovering(2, 10, 3*time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonMinInterval, wantShifted: true, wantPlacement: map[string]int64{"a": 3, "b": 2, "c": 4}, wantTotal: 9,
+			wantRequeue: now.Add(20 * time.Second)},
+		{name: "last failback step restores the baseline verbatim",
+			in: Input{Baseline: equal3, Current: pins(3, 2, 4), TotalReplicas: 9, LastChange: now.Add(-time.Minute), Spec: spec(false),
+				Members: map[string]Member{"a": healthy(3, 10), "b": recovering(2, 10, 3*time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonFailback, wantChanged: true, wantShifted: false,
+			wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "make-before-break raises the returning member and totalReplicas",
+			in: Input{Baseline: equal3, Current: pins(5, 0, 4), TotalReplicas: 9, LastChange: now.Add(-time.Minute), Spec: spec(true),
+				Members: map[string]Member{"a": healthy(5, 10), "b": recovering(0, 10, 3*time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonFailbackMake, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 5, "b": 2, "c": 4}, wantTotal: 11, wantClusters: pins(5, 2, 4)},
+		{name: "make-before-break waits for the raised replicas to run",
+			in: Input{Baseline: equal3, Current: pins(5, 2, 4), TotalReplicas: 9, CurrentTotalReplicas: 11, LastChange: now.Add(-time.Minute), Spec: spec(true),
+				Members: map[string]Member{"a": healthy(5, 10), "b": recovering(1, 10, 4*time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonWaitingForReplicas, wantShifted: true, wantPlacement: map[string]int64{"a": 5, "b": 2, "c": 4}, wantTotal: 11,
+			wantRequeue: now.Add(time.Minute)},
+		{name: "make-before-break shrinks the others once they run",
+			in: Input{Baseline: equal3, Current: pins(5, 2, 4), TotalReplicas: 9, CurrentTotalReplicas: 11, LastChange: now.Add(-time.Minute), Spec: spec(true),
+				Members: map[string]Member{"a": healthy(5, 10), "b": recovering(2, 10, 4*time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonFailbackBreak, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 3, "b": 2, "c": 4}, wantTotal: 9, wantClusters: pins(3, 2, 4)},
+		{name: "make-before-break gives up waiting after the window",
+			in: Input{Baseline: equal3, Current: pins(5, 2, 4), TotalReplicas: 9, CurrentTotalReplicas: 11, LastChange: now.Add(-3 * time.Minute), Spec: spec(true),
+				Members: map[string]Member{"a": healthy(5, 10), "b": recovering(0, 10, 6*time.Minute), "c": healthy(4, 10)}},
+			wantReason: ReasonFailbackBreak, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 3, "b": 2, "c": 4}, wantTotal: 9},
+		{name: "failure during make-before-break restores totalReplicas at once",
+			in: Input{Baseline: equal3, Current: pins(5, 2, 4), TotalReplicas: 9, CurrentTotalReplicas: 11, LastChange: now.Add(-time.Second), Spec: spec(true),
+				Members: map[string]Member{"a": healthy(5, 10), "b": recovering(0, 10, 6*time.Minute), "c": failed()}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 5, "b": 4, "c": 0}, wantTotal: 9},
+		{name: "user raised totalReplicas: placed at once",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 12, CurrentTotalReplicas: 9,
+				Members: map[string]Member{"a": healthy(3, 10), "b": healthy(3, 10), "c": healthy(3, 10)}},
+			wantReason: ReasonTotalChanged, wantChanged: true, wantPlacement: map[string]int64{"a": 4, "b": 4, "c": 4}, wantTotal: 12,
+			wantClusters: equal3},
+		{name: "user edited the baseline while shifted: followed stepwise",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(2), "c": w(0)}, Current: pins(5, 0, 4), TotalReplicas: 9, LastChange: now.Add(-time.Hour),
+				Members: map[string]Member{"a": healthy(5, 10), "b": failed(), "c": healthy(4, 10)}},
+			wantReason: ReasonFailback, wantChanged: true, wantShifted: true, wantPlacement: map[string]int64{"a": 7, "b": 0, "c": 2}, wantTotal: 9},
+		{name: "wildcard and non-member entries are kept",
+			in: Input{Baseline: prefsMap{"*": w(1), "x": w(7)}, Current: prefsMap{"*": w(1), "x": w(7)}, TotalReplicas: 4,
+				Members: map[string]Member{"a": healthy(2, 10), "b": failed()}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 4, "b": 0}, wantTotal: 4,
+			wantClusters: prefsMap{"*": w(1), "x": w(7), "a": pin(4), "b": pin(0)}},
+		{name: "no members", in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 3},
+			wantReason: ReasonNoMembers, wantPlacement: map[string]int64{}, wantTotal: 3, wantClusters: equal3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			in.Now = now
+			if in.Spec.MinInterval == "" {
+				in.Spec = spec(false)
+			}
+			got := Plan(in)
+			if got.Reason != tt.wantReason || got.Changed != tt.wantChanged || got.Shifted != tt.wantShifted || got.TotalReplicas != tt.wantTotal {
+				t.Fatalf("got reason=%s changed=%v shifted=%v total=%d, want %s %v %v %d (placement %v)",
+					got.Reason, got.Changed, got.Shifted, got.TotalReplicas, tt.wantReason, tt.wantChanged, tt.wantShifted, tt.wantTotal, got.Placement)
+			}
+			if !equalPlacement(got.Placement, tt.wantPlacement) {
+				t.Errorf("placement %v, want %v", got.Placement, tt.wantPlacement)
+			}
+			if tt.wantClusters != nil && !equalPrefs(got.Clusters, tt.wantClusters) {
+				t.Errorf("clusters %v, want %v", describe(got.Clusters), describe(tt.wantClusters))
+			}
+			if !tt.wantRequeue.IsZero() && !got.RequeueAt.Equal(tt.wantRequeue) {
+				t.Errorf("requeue at %v, want %v", got.RequeueAt, tt.wantRequeue)
+			}
+			checkInvariants(t, in, got)
+		})
+	}
+}
+
+// TestFailbackConverges replays a whole failure and failback and counts changes.
+func TestFailbackConverges(t *testing.T) {
+	for _, mbb := range []bool{false, true} {
+		in := Input{Baseline: equal3, Current: equal3, TotalReplicas: 9, Spec: spec(mbb), Now: now,
+			Members: map[string]Member{"a": healthy(3, 10), "b": failed(), "c": healthy(3, 10)}}
+		changes := 0
+		for i := 0; i < 200 && (changes == 0 || !equalPrefs(in.Current, equal3) || in.CurrentTotalReplicas != 9); i++ {
+			got := Plan(in)
+			checkInvariants(t, in, got)
+			if got.Changed {
+				changes++
+				in.Current, in.CurrentTotalReplicas, in.LastChange = got.Clusters, got.TotalReplicas, in.Now
+			}
+			in.Now = in.Now.Add(10 * time.Second)
+			if i == 3 { // b comes back
+				in.Members["b"] = Member{State: Healthy, Fits: 10, RoomSince: in.Now}
+			}
+			for n, m := range in.Members { // everything placed runs
+				if m.State != Failed {
+					m.Running = got.Placement[n]
+					in.Members[n] = m
+				}
+			}
+		}
+		// 1 failure + ceil(3/2)=2 steps (x2 with make-before-break).
+		want := 3
+		if mbb {
+			want = 5
+		}
+		if changes != want || !equalPrefs(in.Current, equal3) {
+			t.Errorf("makeBeforeBreak=%v: %d changes, ended at %v; want %d changes back to baseline", mbb, changes, describe(in.Current), want)
+		}
+	}
+}
+
+func TestDistribute(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	tests := []struct {
+		name  string
+		total int64
+		prefs prefsMap
+		want  map[string]int64
+	}{
+		{"weights", 10, prefsMap{"a": w(1), "b": w(2), "c": w(2)}, map[string]int64{"a": 2, "b": 4, "c": 4}},
+		{"rounding to heaviest then name", 4, prefsMap{"a": w(1), "b": w(1), "c": w(1)}, map[string]int64{"a": 2, "b": 1, "c": 1}},
+		{"min first, then weights", 6, prefsMap{"a": {MinReplicas: 4, Weight: 1}, "b": w(1)}, map[string]int64{"a": 5, "b": 1, "c": 0}},
+		{"max spills to others", 10, prefsMap{"a": wMax(5, 2), "b": w(1), "c": w(1)}, map[string]int64{"a": 2, "b": 4, "c": 4}},
+		{"no preferences: nothing", 10, prefsMap{"a": w(1)}, map[string]int64{"a": 10, "b": 0, "c": 0}},
+		{"wildcard", 6, prefsMap{"*": w(1), "a": w(4)}, map[string]int64{"a": 4, "b": 1, "c": 1}},
+		{"nowhere to go", 5, prefsMap{"a": wMax(1, 1)}, map[string]int64{"a": 1, "b": 0, "c": 0}},
+		{"negative and huge values", 7, prefsMap{"a": {MinReplicas: -3, Weight: 1 << 62}, "b": {Weight: -5}}, map[string]int64{"a": 7, "b": 0, "c": 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := distribute(tt.total, names, func(n string) bounds { return boundsOf(tt.prefs, n) })
+			if !equalPlacement(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func describe(m prefsMap) map[string]string {
+	out := map[string]string{}
+	for n, p := range m {
+		maxS := "-"
+		if p.MaxReplicas != nil {
+			maxS = fmt.Sprint(*p.MaxReplicas)
+		}
+		out[n] = fmt.Sprintf("w%d min%d max%s", p.Weight, p.MinReplicas, maxS)
+	}
+	return out
+}

@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fedfailover/fedfailover/internal/lab"
 )
@@ -23,6 +25,8 @@ import (
 const detachedEnv = "FEDFAILOVER_LAB_SUPERVISOR"
 
 func main() {
+	// The lab's clients log nothing worth showing; silence controller-runtime.
+	ctrllog.SetLogger(logr.Discard())
 	if err := rootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

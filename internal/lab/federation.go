@@ -84,7 +84,7 @@ func (l *Lab) setupHost(ctx context.Context, st *State) error {
 		},
 	}
 	return l.launch(ctx, p, func(ctx context.Context) error {
-		return httpGetOK(ctx, insecureClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz), "ok")
+		return httpGetOK(ctx, insecureClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", healthz), "")
 	})
 }
 

@@ -226,7 +226,7 @@ func (l *Lab) MustClient(cluster string) client.Client {
 }
 
 // Up starts a lab. On any error everything it started is stopped again.
-func Up(ctx context.Context, opts Options) (l *Lab, err error) {
+func Up(ctx context.Context, opts Options) (_ *Lab, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func Up(ctx context.Context, opts Options) (l *Lab, err error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	l = &Lab{Dir: opts.Dir, opts: opts, logf: logf, owned: true, clients: map[string]client.Client{}}
+	l := &Lab{Dir: opts.Dir, opts: opts, logf: logf, owned: true, clients: map[string]client.Client{}}
 	start := time.Now()
 	st, err := l.plan()
 	if err != nil {

@@ -1,0 +1,341 @@
+package noderecovery
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/metrics"
+)
+
+// Event reasons and decision actions.
+const (
+	ReasonFencingBlocked        = "FencingBlocked"
+	ReasonRecoverySuspended     = "RecoverySuspended"
+	ReasonOutOfServiceTainted   = "OutOfServiceTaintApplied"
+	ReasonForceDeleteStarted    = "ForceDeleteStarted"
+	ReasonMachineDeletionAsked  = "MachineDeletionRequested"
+	ReasonRecovered             = "NodeRecovered"
+	ReasonNodeReturned          = "NodeReturned"
+	ReasonWouldRecover          = "DryRunWouldRecover"
+	ReasonWouldDeleteMachine    = "DryRunWouldDeleteMachine"
+	forceDeleteRecheck          = time.Second
+	transitionBlocked           = "Blocked"
+	transitionSuspended         = "Suspended"
+	transitionDryRun            = "DryRun"
+	transitionDryRunMachineGone = "DryRunMachine"
+)
+
+func (r *Reconciler) dryRun(v *memberView) bool { return v.policy != nil && v.policy.Spec.DryRun }
+
+// apply carries out the plan's step; it may advance p (phase, message).
+func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+	key := ""
+	defer func() {
+		r.store.transition(v.cluster, n.Name, key)
+		if key != transitionBlocked {
+			r.store.transition(v.cluster, n.Name+"/machine", "")
+		}
+	}()
+	switch {
+	case p.Step == stepCleanup:
+		return 0, r.cleanup(ctx, v, n, p)
+	case p.Marks.acted():
+		if p.Step == stepForceDelete {
+			after, err := r.forceDelete(ctx, v, n, p)
+			if err != nil || after > 0 {
+				return after, err
+			}
+		}
+		return 0, r.track(ctx, v, n, p)
+	case p.Phase == v1alpha1.RecoveryPhaseSuspended:
+		key = transitionSuspended
+		if r.store.changed(v.cluster, n.Name, key) {
+			r.report(ctx, v, n, corev1.EventTypeWarning, ReasonRecoverySuspended, "Suspend", p.Message)
+		}
+	case p.Phase == v1alpha1.RecoveryPhaseBlocked:
+		key = transitionBlocked
+		if r.store.changed(v.cluster, n.Name, key) {
+			metrics.FencingBlocked.WithLabelValues(p.Verdict.Reason).Inc()
+			r.report(ctx, v, n, corev1.EventTypeWarning, ReasonFencingBlocked, "Block", p.Message)
+		}
+		if p.Step == stepDeleteMachine {
+			return 0, r.deleteMachine(ctx, v, n, p)
+		}
+	case p.Step == stepTaint || p.Step == stepForceDelete:
+		if r.dryRun(v) {
+			key = transitionDryRun
+			if r.store.changed(v.cluster, n.Name, key) {
+				metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Method), metrics.NodeRecoveryResultDryRun).Inc()
+				r.report(ctx, v, n, corev1.EventTypeNormal, ReasonWouldRecover, string(p.Method),
+					fmt.Sprintf("dry run: would apply %s; %s", p.Method, p.Message))
+			}
+			return 0, nil
+		}
+		return r.act(ctx, v, n, p)
+	}
+	return 0, nil
+}
+
+// act records the action marks and, for the taint method, the taint itself
+// in one optimistic-locked patch: if the node changed since we read it (it
+// may have become Ready), the patch fails and the next pass decides again.
+func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+	now := r.now()
+	upd := n.DeepCopy()
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	maps.Copy(upd.Annotations, actionAnnotations(p.LostSince, now, p.Verdict.Reason, p.Method, claimsOf(inScope(v, n.Name))))
+	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+		upd.Spec.Taints = withTaint(upd.Spec.Taints)
+	}
+	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+		return 0, fmt.Errorf("marking node for %s: %w", p.Method, err)
+	}
+	p.Marks = readMarks(upd)
+	p.Phase = v1alpha1.RecoveryPhaseRecovering
+	reason := ReasonOutOfServiceTainted
+	if p.Method == v1alpha1.RecoveryMethodForceDelete {
+		reason = ReasonForceDeleteStarted
+	}
+	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method),
+		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Marks.Claims), p.Verdict.Message()))
+	if p.Method == v1alpha1.RecoveryMethodForceDelete {
+		return r.forceDelete(ctx, v, n, p)
+	}
+	return 0, nil
+}
+
+// forceDelete deletes the node's in-scope pods with grace period 0, then,
+// once they are gone, the node's VolumeAttachments that no remaining pod
+// uses. Idempotent: every pass deletes what is still there.
+func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+	log := ctrl.LoggerFrom(ctx)
+	pods := slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)
+	for _, pod := range pods {
+		uid := pod.UID
+		err := v.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return 0, fmt.Errorf("force-deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		log.Info("Force-deleted pod of fenced node", "pod", client.ObjectKeyFromObject(pod))
+	}
+	if len(pods) > 0 {
+		p.Message = fmt.Sprintf("force-deleted %d pods; VolumeAttachments follow once they are gone", len(pods))
+		return forceDeleteRecheck, nil
+	}
+	keep, err := r.volumesInUse(ctx, v, n.Name)
+	if err != nil {
+		return 0, err
+	}
+	for _, va := range v.vas[n.Name] {
+		pv := attachmentPV(va)
+		if va.DeletionTimestamp != nil || keep[pv] {
+			continue
+		}
+		uid := va.UID
+		if err := v.client.Delete(ctx, va, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return 0, fmt.Errorf("deleting VolumeAttachment %s: %w", va.Name, err)
+		}
+		log.Info("Deleted VolumeAttachment of fenced node", "volumeAttachment", va.Name, "persistentVolume", pv)
+	}
+	return 0, nil
+}
+
+func ownedByDaemonSet(p *corev1.Pod) bool {
+	// A DaemonSet recreates its pod on the same node: deleting it is churn.
+	return slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" })
+}
+
+func attachmentPV(va *storagev1.VolumeAttachment) string {
+	if va.Spec.Source.PersistentVolumeName == nil {
+		return ""
+	}
+	return *va.Spec.Source.PersistentVolumeName
+}
+
+// volumesInUse returns the PVs of the pods still on the node (out of scope):
+// their attachments stay.
+func (r *Reconciler) volumesInUse(ctx context.Context, v *memberView, node string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, claim := range claimsOf(v.pods[node]) {
+		pv, err := claimVolume(ctx, v.client, claim)
+		if err != nil {
+			return nil, err
+		}
+		if pv != "" {
+			out[pv] = true
+		}
+	}
+	return out, nil
+}
+
+// claimVolume returns the PV bound to namespace/claim ("" if none or gone).
+func claimVolume(ctx context.Context, c client.Reader, claim string) (string, error) {
+	ns, name, _ := cut(claim)
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("getting claim %s: %w", claim, err)
+	}
+	return pvc.Spec.VolumeName, nil
+}
+
+// track checks the replacements of a node acted on and records, once, that
+// they run elsewhere.
+func (r *Reconciler) track(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
+	if !p.Marks.RecoveredAt.IsZero() {
+		return nil
+	}
+	done, why, err := r.replaced(ctx, v, n, p.Marks)
+	if err != nil {
+		return err
+	}
+	if !done {
+		p.Message += ": " + why
+		return nil
+	}
+	now := r.now()
+	upd := n.DeepCopy()
+	upd.Annotations[AnnotationRecoveredAt] = formatTime(now)
+	if err := v.client.Patch(ctx, upd, client.MergeFrom(n)); err != nil {
+		return fmt.Errorf("marking node recovered: %w", err)
+	}
+	method := string(p.Marks.Action)
+	metrics.NodeRecoveries.WithLabelValues(v.cluster, method, metrics.NodeRecoveryResultSucceeded).Inc()
+	if !p.Marks.LostSince.IsZero() {
+		metrics.NodeRecoverySeconds.WithLabelValues(v.cluster, metrics.RecoveryFromLost).Observe(now.Sub(p.Marks.LostSince).Seconds())
+	}
+	if !p.Marks.FencedAt.IsZero() {
+		metrics.NodeRecoverySeconds.WithLabelValues(v.cluster, metrics.RecoveryFromFenced).Observe(now.Sub(p.Marks.FencedAt).Seconds())
+	}
+	p.Marks.RecoveredAt = now
+	p.Phase = v1alpha1.RecoveryPhaseRecovered
+	p.Message = fmt.Sprintf("%d claims run on other nodes, %s after fencing", len(p.Marks.Claims), now.Sub(p.Marks.FencedAt).Round(100*time.Millisecond))
+	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonRecovered, "Recover", p.Message)
+	return nil
+}
+
+// replaced is true when every tracked claim is used by a Ready pod on another
+// node and its volume is attached there and nowhere else; with no claims,
+// when no in-scope pod is left on the node.
+func (r *Reconciler) replaced(ctx context.Context, v *memberView, n *corev1.Node, m marks) (bool, string, error) {
+	if len(m.Claims) == 0 {
+		if left := len(slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)); left > 0 {
+			return false, fmt.Sprintf("%d pods still on the node", left), nil
+		}
+		return true, "", nil
+	}
+	byPV := map[string][]*storagev1.VolumeAttachment{}
+	for _, list := range v.vas {
+		for _, va := range list {
+			byPV[attachmentPV(va)] = append(byPV[attachmentPV(va)], va)
+		}
+	}
+	for _, claim := range m.Claims {
+		i := slices.IndexFunc(v.byClaim[claim], func(p *corev1.Pod) bool { return p.Spec.NodeName != n.Name && podReady(p) })
+		if i < 0 {
+			return false, "claim " + claim + " has no Ready replacement on another node yet", nil
+		}
+		runs := v.byClaim[claim][i].Spec.NodeName
+		pv, err := claimVolume(ctx, v.client, claim)
+		if err != nil {
+			return false, "", err
+		}
+		for _, va := range byPV[pv] {
+			if pv == "" {
+				break
+			}
+			if va.Spec.NodeName != runs {
+				return false, fmt.Sprintf("volume %s of claim %s still has an attachment on %s", pv, claim, va.Spec.NodeName), nil
+			}
+			if !va.Status.Attached {
+				return false, fmt.Sprintf("volume %s of claim %s not attached to %s yet", pv, claim, runs), nil
+			}
+		}
+	}
+	return true, "", nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
+}
+
+// cleanup removes our marks, and our taint if we added it, from a node that
+// is Ready again. Done even in dry run: a taint must never be left behind.
+func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
+	upd := n.DeepCopy()
+	for _, k := range allMarks {
+		delete(upd.Annotations, k)
+	}
+	removed := false
+	if p.Marks.TaintedByUs {
+		upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
+		removed = len(upd.Spec.Taints) != len(n.Spec.Taints)
+	}
+	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("removing marks from Ready node: %w", err)
+	}
+	if p.Marks.acted() && p.Marks.RecoveredAt.IsZero() {
+		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Marks.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
+	}
+	msg := "node is Ready again; recovery marks removed"
+	if removed {
+		msg = "node is Ready again; out-of-service taint added by fedfailover removed"
+	}
+	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonNodeReturned, "Cleanup", msg)
+	return nil
+}
+
+// deleteMachine asks Cluster API to delete the Machine of a blocked node, as
+// a MachineHealthCheck would; its infrastructure deletion then fences it.
+func (r *Reconciler) deleteMachine(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
+	m := v.machines[n.Name]
+	if r.dryRun(v) {
+		if r.store.changed(v.cluster, n.Name+"/machine", transitionDryRunMachineGone) {
+			r.report(ctx, v, n, corev1.EventTypeNormal, ReasonWouldDeleteMachine, "DeleteMachine",
+				fmt.Sprintf("dry run: would delete Machine %s/%s to fence the node", m.Namespace, m.Name))
+		}
+		return nil
+	}
+	uid, rv := m.UID, m.ResourceVersion
+	if err := r.host.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil // already going, or changed: the next pass sees it
+		}
+		return fmt.Errorf("deleting Machine %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	p.Message += fmt.Sprintf("; requested deletion of Machine %s/%s", m.Namespace, m.Name)
+	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonMachineDeletionAsked, "DeleteMachine",
+		fmt.Sprintf("deleted Machine %s/%s so that its infrastructure deletion fences the node", m.Namespace, m.Name))
+	return nil
+}
+
+// machineOwner also lists the host's MachineHealthChecks (live: rare, and
+// the CRD may be absent).
+func (r *Reconciler) machineOwner(ctx context.Context, m *clusterv1.Machine) (string, error) {
+	var list clusterv1.MachineHealthCheckList
+	if err := r.apiReader.List(ctx, &list, client.InNamespace(m.Namespace)); err != nil && !isNoMatch(err) {
+		return "", fmt.Errorf("listing MachineHealthChecks: %w", err)
+	}
+	return machineOwner(m, list.Items), nil
+}

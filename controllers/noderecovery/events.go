@@ -1,0 +1,59 @@
+package noderecovery
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+// ReportingController names fedfailover in the events it writes to members.
+const ReportingController = "fedfailover.io/noderecovery"
+
+var reportingInstance, _ = os.Hostname()
+
+// report is the one call for a transition: it logs, emits an event on the
+// member Node and on the governing FailoverPolicy, and records a decision.
+func (r *Reconciler) report(ctx context.Context, v *memberView, n *corev1.Node, eventType, reason, action, msg string) {
+	log := ctrl.LoggerFrom(ctx)
+	log.Info("Node recovery: "+msg, "reason", reason, "action", action)
+	now := r.now()
+	dry := r.dryRun(v)
+	if err := r.nodeEvent(ctx, v, n, eventType, reason, action, msg, now); err != nil {
+		log.Error(err, "Writing event on member Node failed")
+	}
+	if v.policy == nil {
+		return
+	}
+	r.recorder.Eventf(v.policy, nil, eventType, reason, action, "%s/%s: %s", v.cluster, n.Name, msg)
+	r.store.decide(v.policy.Name, decision(now, v.cluster, "Node/"+n.Name, action, reason, msg, dry))
+}
+
+func decision(now time.Time, cluster, object, action, reason, msg string, dry bool) v1alpha1.Decision {
+	return v1alpha1.Decision{Time: metav1.NewTime(now), Cluster: cluster, Object: object,
+		Action: action, Reason: reason, Message: truncate(msg, 512), DryRun: dry}
+}
+
+// nodeEvent writes a core/v1 Event about the member Node directly: events
+// are rare (transitions only), so no broadcaster per member is needed.
+func (r *Reconciler) nodeEvent(ctx context.Context, v *memberView, n *corev1.Node, eventType, reason, action, msg string, now time.Time) error {
+	ts := metav1.NewTime(now)
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", n.Name, now.UnixNano()), Namespace: metav1.NamespaceDefault},
+		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID},
+		Reason:         reason, Message: truncate(msg, 1024), Type: eventType, Action: action,
+		Source:              corev1.EventSource{Component: "fedfailover"},
+		FirstTimestamp:      ts,
+		LastTimestamp:       ts,
+		Count:               1,
+		ReportingController: ReportingController,
+		ReportingInstance:   reportingInstance,
+	}
+	return v.client.Create(ctx, ev)
+}

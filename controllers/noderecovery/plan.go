@@ -1,0 +1,135 @@
+package noderecovery
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/fencing"
+)
+
+// step is the one thing the reconciler does next for a node.
+type step string
+
+const (
+	stepNone step = ""
+	// stepTaint applies the out-of-service taint with the action marks.
+	stepTaint step = "Taint"
+	// stepForceDelete deletes the node's in-scope pods, then its
+	// VolumeAttachments; repeated until nothing is left.
+	stepForceDelete step = "ForceDelete"
+	// stepDeleteMachine asks Cluster API to delete the Machine, to obtain
+	// fencing through infrastructure deletion.
+	stepDeleteMachine step = "DeleteMachine"
+	// stepCleanup removes our taint and marks from a node that is Ready again.
+	stepCleanup step = "Cleanup"
+	// stepTrack only watches the replacements of a node already acted on.
+	stepTrack step = "Track"
+)
+
+// planInput is everything the per-node decision depends on.
+type planInput struct {
+	Node *corev1.Node
+	// Policy is the member's node recovery policy; nil when off.
+	Policy  *v1alpha1.NodeRecoverySpec
+	Machine *clusterv1.Machine
+	// MachineOwner names whoever already remediates the Machine (a
+	// MachineHealthCheck, an external remediation); empty when none.
+	MachineOwner string
+	// ServerMajor and ServerMinor are the member API server's version.
+	ServerMajor, ServerMinor int
+	// Suspended is true during a storm (or its cooldown).
+	Suspended bool
+	Now       time.Time
+}
+
+// plan is the decision for one node.
+type plan struct {
+	// Phase is empty when the node needs no reporting.
+	Phase     v1alpha1.RecoveryPhase
+	Step      step
+	Method    v1alpha1.RecoveryMethod
+	Verdict   fencing.Result
+	LostSince time.Time
+	Marks     marks
+	Message   string
+	// RequeueAfter is when a time-based transition is due (0: none).
+	RequeueAfter time.Duration
+}
+
+// decide is the pure per-node state machine of node recovery.
+func decide(in planInput) plan {
+	p := plan{Marks: readMarks(in.Node)}
+	if fencing.IsReady(in.Node) {
+		if hasAnyMark(in.Node) {
+			p.Step, p.Message = stepCleanup, "node is Ready again"
+		}
+		return p
+	}
+	if p.Marks.acted() {
+		return decideActed(in, p)
+	}
+	if in.Policy == nil {
+		return p
+	}
+	lost, since := fencing.Lost(in.Node, in.Policy.NotReadyFor.Get(), in.Now)
+	if !lost {
+		if !since.IsZero() {
+			p.RequeueAfter = since.Add(in.Policy.NotReadyFor.Get()).Sub(in.Now)
+		}
+		return p
+	}
+	p.LostSince = since
+	if in.Suspended {
+		p.Phase, p.Message = v1alpha1.RecoveryPhaseSuspended, "recovery suspended in this member: too many nodes lost at once (storm)"
+		return p
+	}
+	p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing, LostSince: since, Now: in.Now})
+	if !p.Verdict.Fenced {
+		p.Phase, p.Message = v1alpha1.RecoveryPhaseBlocked, p.Verdict.Message()
+		if at := p.Verdict.AssumeFencedAt; !at.IsZero() && in.Now.Before(at) {
+			p.RequeueAfter = at.Sub(in.Now)
+		}
+		if canRequestMachineDeletion(in) {
+			p.Step = stepDeleteMachine
+		}
+		return p
+	}
+	p.Phase, p.Message = v1alpha1.RecoveryPhaseFenced, p.Verdict.Message()
+	p.Method = fencing.ChooseMethod(in.Policy.Method, in.ServerMajor, in.ServerMinor)
+	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+		p.Step = stepTaint
+	} else {
+		p.Step = stepForceDelete
+	}
+	return p
+}
+
+// decideActed continues a recovery whose action is already recorded on the
+// node: nothing is decided again, so a restart repeats nothing.
+func decideActed(in planInput, p plan) plan {
+	p.Method, p.LostSince = p.Marks.Action, p.Marks.LostSince
+	p.Phase, p.Step = v1alpha1.RecoveryPhaseRecovering, stepTrack
+	p.Message = fmt.Sprintf("%s applied (fenced by %s); waiting for replacements", p.Marks.Action, p.Marks.FencedBy)
+	switch {
+	case !p.Marks.RecoveredAt.IsZero():
+		p.Phase, p.Message = v1alpha1.RecoveryPhaseRecovered, "replacements run elsewhere; waiting for the node to be deleted or Ready again"
+	case in.Suspended:
+		p.Message += "; further force deletion suspended (storm)"
+	case p.Marks.Action == v1alpha1.RecoveryMethodForceDelete && in.Policy != nil:
+		// Without a policy the pod scope is unknown: deleting nothing is safe.
+		p.Step = stepForceDelete
+	}
+	return p
+}
+
+// canRequestMachineDeletion: only a Machine of this node, not being deleted
+// already, and not remediated by someone else.
+func canRequestMachineDeletion(in planInput) bool {
+	m := in.Machine
+	return in.Policy.Fencing.RequestMachineDeletion && m != nil && m.DeletionTimestamp == nil &&
+		in.MachineOwner == "" && (m.Status.NodeRef.Name == "" || m.Status.NodeRef.Name == in.Node.Name)
+}

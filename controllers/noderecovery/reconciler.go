@@ -1,0 +1,339 @@
+// Package noderecovery recovers the pods with PersistentVolumes of lost
+// member nodes: it detects lost nodes, asks internal/fencing whether each is
+// proven off, applies the out-of-service taint (or force-deletes), tracks
+// the replacements and removes its taint when the node comes back. All
+// progress lives in the member cluster (node marks) and on the KubeFedCluster
+// (storm state), so a restart resumes where it stopped.
+package noderecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+)
+
+// Host side.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinehealthchecks,verbs=get;list
+// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
+// +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler runs node recovery for one member per request (the request
+// name is the member's name): storm guard and cooldown are member-wide, and
+// one worker per member means no two workers ever act on the same member at
+// once.
+type Reconciler struct {
+	host      client.Client
+	apiReader client.Reader
+	members   *member.Cache
+	recorder  recorder.EventRecorder
+	store     *store
+	opts      Options
+	ctrl      controller.Controller
+	capi      bool
+	now       func() time.Time
+}
+
+// memberView is what one pass reads about a member.
+type memberView struct {
+	cluster   string
+	client    client.Client
+	kfc       *kubefedv1beta1.KubeFedCluster
+	policy    *v1alpha1.FailoverPolicy // nil: no policy with node recovery on
+	nodes     []*corev1.Node
+	pods      map[string][]*corev1.Pod // by node
+	vas       map[string][]*storagev1.VolumeAttachment
+	byClaim   map[string][]*corev1.Pod
+	machines  map[string]*clusterv1.Machine
+	scope     podScope
+	major     int
+	minor     int
+	suspended bool
+}
+
+// Reconcile runs one node recovery pass over a member.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", req.Name)
+	ctx = ctrl.LoggerInto(ctx, log)
+	v, err := r.load(ctx, req.Name)
+	if errors.Is(err, member.ErrNotConnected) {
+		// The member's connect event brings us back.
+		log.V(1).Info("Member not connected; waiting", "reason", err.Error())
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	storm, err := r.stormStep(ctx, v)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	v.suspended = storm.Suspended
+	rep := memberReport{Storm: storm.Suspended, StormMessage: storm.message}
+	if v.policy != nil {
+		rep.Policy = v.policy.Name
+	}
+	next := newRequeue(r.opts.ResyncPeriod)
+	next.at(storm.ResumeAt.Sub(r.now()))
+	var errs []error
+	for _, n := range v.nodes {
+		st, after, err := r.reconcileNode(ctx, v, n)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
+		}
+		if st != nil {
+			rep.Recoveries = append(rep.Recoveries, *st)
+		}
+		next.at(after)
+	}
+	r.store.publish(v.cluster, rep)
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(rep.Recoveries) == 0 && !rep.Storm {
+		return ctrl.Result{RequeueAfter: next.idle(r.opts.IdleResync)}, nil
+	}
+	return ctrl.Result{RequeueAfter: next.get()}, nil
+}
+
+// load gathers the member's state from the member cache and the host.
+func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, error) {
+	cl, err := r.members.GetClient(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.ensureWatches(ctx, cluster); err != nil {
+		return nil, err
+	}
+	v := &memberView{cluster: cluster, client: cl, pods: map[string][]*corev1.Pod{},
+		vas: map[string][]*storagev1.VolumeAttachment{}, byClaim: map[string][]*corev1.Pod{}}
+	if v.kfc, v.policy, err = r.policyFor(ctx, cluster); err != nil {
+		return nil, err
+	}
+	if ver, err := r.members.ServerVersion(cluster); err == nil {
+		v.major, v.minor = parseVersion(ver.Major, ver.Minor)
+	}
+	if v.policy != nil {
+		if v.scope, err = newPodScope(ctx, cl, v.policy.Spec.NodeRecovery.Pods); err != nil {
+			return nil, err
+		}
+	}
+	var nodes corev1.NodeList
+	if err := cl.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		v.nodes = append(v.nodes, &nodes.Items[i])
+	}
+	var pods corev1.PodList
+	if err := cl.List(ctx, &pods); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName != "" {
+			v.pods[p.Spec.NodeName] = append(v.pods[p.Spec.NodeName], p)
+		}
+		for _, c := range podClaims(p) {
+			v.byClaim[c] = append(v.byClaim[c], p)
+		}
+	}
+	var vas storagev1.VolumeAttachmentList
+	if err := cl.List(ctx, &vas); err != nil {
+		return nil, fmt.Errorf("listing VolumeAttachments: %w", err)
+	}
+	for i := range vas.Items {
+		va := &vas.Items[i]
+		v.vas[va.Spec.NodeName] = append(v.vas[va.Spec.NodeName], va)
+	}
+	v.machines = r.machines(ctx, cluster)
+	return v, nil
+}
+
+// machines maps node names to Machines; without Cluster API (or a Cluster
+// for the member) it is empty and the verdict says what is missing.
+func (r *Reconciler) machines(ctx context.Context, cluster string) map[string]*clusterv1.Machine {
+	if !r.capi {
+		return nil
+	}
+	ms, err := r.members.MachinesByNode(ctx, cluster)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("No Machines for member", "reason", err.Error())
+		return nil
+	}
+	return ms
+}
+
+// policyFor returns the member's KubeFedCluster and the FailoverPolicy that
+// governs its node recovery: the oldest (then first by name) among those
+// whose clusterSelector matches and whose node recovery is enabled.
+func (r *Reconciler) policyFor(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, *v1alpha1.FailoverPolicy, error) {
+	kfc := &kubefedv1beta1.KubeFedCluster{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: r.opts.KubefedNamespace, Name: cluster}, kfc); err != nil {
+		return nil, nil, fmt.Errorf("getting KubeFedCluster %s: %w", cluster, err)
+	}
+	var list v1alpha1.FailoverPolicyList
+	if err := r.host.List(ctx, &list); err != nil {
+		return nil, nil, fmt.Errorf("listing FailoverPolicies: %w", err)
+	}
+	return kfc, selectPolicy(list.Items, kfc.Labels), nil
+}
+
+// reconcileNode decides and acts for one node. It returns the node's status
+// entry (nil when there is nothing to report) and when to look again.
+func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", n.Name))
+	in := planInput{Node: n, Machine: v.machines[n.Name], ServerMajor: v.major, ServerMinor: v.minor,
+		Suspended: v.suspended, Now: r.now()}
+	if v.policy != nil {
+		in.Policy = v.policy.Spec.NodeRecovery
+	}
+	p := decide(in)
+	if p.Step == stepDeleteMachine {
+		owner, err := r.machineOwner(ctx, in.Machine)
+		if err != nil {
+			return nil, 0, err
+		}
+		if owner != "" {
+			p.Step = stepNone
+			p.Message += "; Machine deletion not requested: remediated by " + owner
+		}
+	}
+	after, err := r.apply(ctx, v, n, &p)
+	if err != nil {
+		return nil, 0, err
+	}
+	if after == 0 {
+		after = p.RequeueAfter
+	}
+	return recoveryStatus(v.cluster, n, in.Machine, p, v), after, nil
+}
+
+func recoveryStatus(cluster string, n *corev1.Node, m *clusterv1.Machine, p plan, v *memberView) *v1alpha1.NodeRecoveryStatus {
+	if p.Phase == "" {
+		return nil
+	}
+	st := &v1alpha1.NodeRecoveryStatus{Cluster: cluster, Node: n.Name, Phase: p.Phase, Method: p.Method,
+		Message: truncate(p.Message, 1024)}
+	if m != nil {
+		st.Machine = m.Namespace + "/" + m.Name
+	}
+	if !p.LostSince.IsZero() {
+		t := metaTime(p.LostSince)
+		st.LostSince = &t
+	}
+	switch {
+	case !p.Marks.FencedAt.IsZero():
+		t := metaTime(p.Marks.FencedAt)
+		st.FencedAt = &t
+		st.Evidence = p.Marks.FencedBy
+		st.AffectedPods = int32(len(p.Marks.Claims))
+	case p.Verdict.Fenced:
+		st.Evidence = p.Verdict.Reason
+	}
+	if st.AffectedPods == 0 && v.policy != nil {
+		st.AffectedPods = int32(len(inScope(v, n.Name)))
+	}
+	return st
+}
+
+// inScope lists the in-scope pods bound to the node.
+func inScope(v *memberView, node string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range v.pods[node] {
+		if v.scope.matches(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseVersion(major, minor string) (int, int) {
+	ma, _ := strconv.Atoi(strings.TrimSuffix(major, "+"))
+	mi, _ := strconv.Atoi(strings.TrimSuffix(minor, "+"))
+	return ma, mi
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// selectPolicy picks the governing policy among those selecting a member.
+func selectPolicy(policies []v1alpha1.FailoverPolicy, kfcLabels map[string]string) *v1alpha1.FailoverPolicy {
+	var cands []*v1alpha1.FailoverPolicy
+	for i := range policies {
+		p := &policies[i]
+		if p.DeletionTimestamp != nil || p.Spec.NodeRecovery == nil || !p.Spec.NodeRecovery.Enabled {
+			continue
+		}
+		if !selects(p.Spec.ClusterSelector, kfcLabels) {
+			continue
+		}
+		cands = append(cands, p)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	slices.SortFunc(cands, func(a, b *v1alpha1.FailoverPolicy) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return cands[0]
+}
+
+// requeue keeps the earliest positive delay.
+type requeue struct {
+	resync time.Duration
+	d      time.Duration
+}
+
+func newRequeue(resync time.Duration) *requeue { return &requeue{resync: resync} }
+
+func (q *requeue) at(d time.Duration) {
+	if d > 0 && (q.d == 0 || d < q.d) {
+		q.d = d
+	}
+}
+
+// get is for members with a recovery going on: never later than resync, so
+// evidence that appears without an event we watch is still seen.
+func (q *requeue) get() time.Duration {
+	if q.d == 0 || q.d > q.resync {
+		return q.resync
+	}
+	return q.d
+}
+
+// idle is for quiet members: pending time-based transitions, else a slow
+// resync (policy selection also depends on KubeFedCluster labels).
+func (q *requeue) idle(resync time.Duration) time.Duration {
+	if q.d == 0 || q.d > resync {
+		return resync
+	}
+	return q.d
+}

@@ -1,0 +1,161 @@
+package noderecovery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+)
+
+// Options configure node recovery. Zero values take defaults.
+type Options struct {
+	// KubefedNamespace holds the KubeFedClusters (default kube-federation-system).
+	KubefedNamespace string
+	// ResyncPeriod bounds the wait between passes over a member with a
+	// recovery going on (default 15s).
+	ResyncPeriod time.Duration
+	// IdleResync is the pass period of a quiet member (default 2m).
+	IdleResync time.Duration
+	// StatusResync is how often policy status is rewritten without news (default 1m).
+	StatusResync time.Duration
+	// MaxConcurrentReconciles is the number of members handled at once (default 5).
+	MaxConcurrentReconciles int
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.KubefedNamespace == "" {
+		o.KubefedNamespace = member.DefaultNamespace
+	}
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = 15 * time.Second
+	}
+	if o.IdleResync <= 0 {
+		o.IdleResync = 2 * time.Minute
+	}
+	if o.StatusResync <= 0 {
+		o.StatusResync = time.Minute
+	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = 5
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// SetupWithManager adds the node recovery controller (one request per
+// member) and its FailoverPolicy status controller to mgr.
+func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) error {
+	opts = opts.withDefaults()
+	r := &Reconciler{host: mgr.GetClient(), apiReader: mgr.GetAPIReader(), members: members,
+		recorder: mgr.GetEventRecorder("fedfailover-noderecovery"), store: newStore(), opts: opts, now: opts.Now}
+	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: clusterv1.GroupVersion.Group, Kind: "Machine"}, clusterv1.GroupVersion.Version)
+	r.capi = err == nil
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("noderecovery").
+		WatchesRawSource(members.EventSource(member.RequestForCluster)).
+		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allMembers),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
+	if r.capi {
+		b = b.Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineMembers))
+	}
+	if r.ctrl, err = b.Build(r); err != nil {
+		return fmt.Errorf("creating node recovery controller: %w", err)
+	}
+	sr := &statusReconciler{client: mgr.GetClient(), store: r.store, resync: opts.StatusResync}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("failoverpolicy-noderecovery").
+		For(&v1alpha1.FailoverPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.store.notify, &handler.EnqueueRequestForObject{})).
+		Complete(sr)
+	if err != nil {
+		return fmt.Errorf("creating node recovery status controller: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) allMembers(context.Context, client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, c := range r.members.ConnectedClusters() {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: c}})
+	}
+	return out
+}
+
+// machineMembers maps a Machine to the member of the same name as its
+// Cluster, or to every member when none is (the Cluster is then named by an
+// annotation on the KubeFedCluster).
+func (r *Reconciler) machineMembers(ctx context.Context, o client.Object) []reconcile.Request {
+	m := o.(*clusterv1.Machine)
+	if slices.Contains(r.members.ConnectedClusters(), m.Spec.ClusterName) {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: m.Spec.ClusterName}}}
+	}
+	return r.allMembers(ctx, o)
+}
+
+// ensureWatches adds the member watches once per connection.
+func (r *Reconciler) ensureWatches(ctx context.Context, cluster string) error {
+	toMember := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: cluster}}}
+	})
+	for _, w := range []member.WatchInput{
+		{Name: "noderecovery-nodes", Kind: &corev1.Node{}, Predicates: []predicate.Predicate{nodeChanged}},
+		{Name: "noderecovery-pods", Kind: &corev1.Pod{}, Predicates: []predicate.Predicate{podWithClaims}},
+		{Name: "noderecovery-volumeattachments", Kind: &storagev1.VolumeAttachment{}},
+	} {
+		w.Watcher, w.Handler = r.ctrl, toMember
+		if err := r.members.Watch(ctx, cluster, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeChanged drops heartbeat-only Node updates: only readiness, taints,
+// annotations and deletion matter here.
+var nodeChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okO := e.ObjectOld.(*corev1.Node)
+	n, okN := e.ObjectNew.(*corev1.Node)
+	if !okO || !okN {
+		return true
+	}
+	return readyStatus(o) != readyStatus(n) || !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) || !o.DeletionTimestamp.Equal(n.DeletionTimestamp)
+}}
+
+func readyStatus(n *corev1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return string(c.Status) + c.LastTransitionTime.String()
+		}
+	}
+	return ""
+}
+
+// podWithClaims keeps the pods whose replacements are tracked.
+var podWithClaims = predicate.NewPredicateFuncs(func(o client.Object) bool {
+	p, ok := o.(*corev1.Pod)
+	return !ok || len(podClaims(p)) > 0
+})

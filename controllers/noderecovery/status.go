@@ -1,0 +1,131 @@
+package noderecovery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+// StatusFieldOwner is the server-side apply field manager of the node
+// recovery fields of FailoverPolicy status: recoveries, recentDecisions and
+// the StormActive and FencingBlocked conditions. The member controller
+// applies its own fields with another manager, so neither overwrites the
+// other.
+const StatusFieldOwner = "fedfailover-noderecovery"
+
+// Condition reasons.
+const (
+	ReasonStormActive     = "StormActive"
+	ReasonNoStorm         = "NoStorm"
+	ReasonNoFencingEvid   = "NoFencingEvidence"
+	ReasonAllFenceable    = "NoBlockedNodes"
+	maxRecoveriesInStatus = 256
+)
+
+// statusReconciler writes the node recovery part of each policy's status
+// from the member passes' reports.
+type statusReconciler struct {
+	client client.Client
+	store  *store
+	resync time.Duration
+}
+
+func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pol := &v1alpha1.FailoverPolicy{}
+	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	reps, decisions := r.store.snapshot(pol.Name)
+	status := desiredStatus(pol, reps, decisions)
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("converting status: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FailoverPolicy"))
+	u.SetName(pol.Name)
+	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(StatusFieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("applying FailoverPolicy status: %w", err)
+	}
+	return ctrl.Result{RequeueAfter: r.resync}, nil
+}
+
+// desiredStatus builds only the fields this controller owns.
+func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport, decisions []v1alpha1.Decision) v1alpha1.FailoverPolicyStatus {
+	clusters := make([]string, 0, len(reps))
+	for c := range reps {
+		clusters = append(clusters, c)
+	}
+	slices.Sort(clusters)
+	var recs []v1alpha1.NodeRecoveryStatus
+	var storms, blocked []string
+	for _, c := range clusters {
+		rep := reps[c]
+		recs = append(recs, rep.Recoveries...)
+		if rep.Storm {
+			storms = append(storms, rep.StormMessage)
+		}
+		for _, rec := range rep.Recoveries {
+			if rec.Phase == v1alpha1.RecoveryPhaseBlocked {
+				blocked = append(blocked, fmt.Sprintf("%s/%s: %s", rec.Cluster, rec.Node, rec.Message))
+			}
+		}
+	}
+	if len(recs) > maxRecoveriesInStatus {
+		recs = recs[:maxRecoveriesInStatus]
+	}
+	storm := metav1.Condition{Type: v1alpha1.ConditionStormActive, Status: metav1.ConditionFalse, Reason: ReasonNoStorm,
+		Message: "no member has more lost nodes than maxUnhealthy", ObservedGeneration: pol.Generation}
+	if len(storms) > 0 {
+		storm.Status, storm.Reason, storm.Message = metav1.ConditionTrue, ReasonStormActive, truncate(strings.Join(storms, "; "), 32768)
+	}
+	block := metav1.Condition{Type: v1alpha1.ConditionFencingBlocked, Status: metav1.ConditionFalse, Reason: ReasonAllFenceable,
+		Message: "no lost node is waiting for fencing evidence", ObservedGeneration: pol.Generation}
+	if len(blocked) > 0 {
+		block.Status, block.Reason, block.Message = metav1.ConditionTrue, ReasonNoFencingEvid, truncate(strings.Join(blocked, "; "), 32768)
+	}
+	conds := slices.Clone(pol.Status.Conditions)
+	meta.SetStatusCondition(&conds, storm) // keeps lastTransitionTime unless the status flips
+	meta.SetStatusCondition(&conds, block)
+	return v1alpha1.FailoverPolicyStatus{
+		Recoveries:      recs,
+		RecentDecisions: mergeDecisions(decisions, pol.Status.RecentDecisions),
+		Conditions: []metav1.Condition{*meta.FindStatusCondition(conds, storm.Type),
+			*meta.FindStatusCondition(conds, block.Type)},
+	}
+}
+
+// mergeDecisions keeps the recorded decisions across restarts: ours (newest
+// first) and the ones already in status, without duplicates, bounded.
+func mergeDecisions(ours, recorded []v1alpha1.Decision) []v1alpha1.Decision {
+	all := append(slices.Clone(ours), recorded...)
+	slices.SortStableFunc(all, func(a, b v1alpha1.Decision) int { return b.Time.Compare(a.Time.Time) })
+	out := make([]v1alpha1.Decision, 0, maxDecisions)
+	seen := map[string]bool{}
+	for _, d := range all {
+		// Status times have second precision: compare at that precision.
+		k := fmt.Sprintf("%d|%s|%s|%s|%s", d.Time.Unix(), d.Cluster, d.Object, d.Action, d.Reason)
+		if seen[k] || len(out) == maxDecisions {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+	}
+	return out
+}

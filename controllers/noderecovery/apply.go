@@ -112,15 +112,13 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	}
 	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method),
 		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Marks.Claims), p.Verdict.Message()))
-	if p.Method == v1alpha1.RecoveryMethodForceDelete {
-		return r.forceDelete(ctx, v, n, p)
-	}
-	return 0, nil
+	return r.forceDelete(ctx, v, n, p)
 }
 
-// forceDelete deletes the node's in-scope pods with grace period 0, then,
-// once they are gone, the node's VolumeAttachments that no remaining pod
-// uses. Idempotent: every pass deletes what is still there.
+// forceDelete deletes the node's in-scope pods with grace period 0 and, for
+// the ForceDelete method, once they are gone, the node's VolumeAttachments
+// that no remaining pod uses. Idempotent: every pass deletes what is still
+// there. Safe only because the node is fenced (the marks say so).
 func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx)
 	pods := slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)
@@ -133,8 +131,12 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		log.Info("Force-deleted pod of fenced node", "pod", client.ObjectKeyFromObject(pod))
 	}
 	if len(pods) > 0 {
-		p.Message = fmt.Sprintf("force-deleted %d pods; VolumeAttachments follow once they are gone", len(pods))
+		p.Message = fmt.Sprintf("force-deleted %d pods of the fenced node", len(pods))
 		return forceDeleteRecheck, nil
+	}
+	if p.Marks.Action != v1alpha1.RecoveryMethodForceDelete {
+		// With the taint, the attach-detach controller detaches at once.
+		return 0, nil
 	}
 	keep, err := r.volumesInUse(ctx, v, n.Name)
 	if err != nil {

@@ -18,8 +18,8 @@ const (
 	stepNone step = ""
 	// stepTaint applies the out-of-service taint with the action marks.
 	stepTaint step = "Taint"
-	// stepForceDelete deletes the node's in-scope pods, then its
-	// VolumeAttachments; repeated until nothing is left.
+	// stepForceDelete deletes the node's in-scope pods, then (ForceDelete
+	// method only) its VolumeAttachments; repeated until nothing is left.
 	stepForceDelete step = "ForceDelete"
 	// stepDeleteMachine asks Cluster API to delete the Machine, to obtain
 	// fencing through infrastructure deletion.
@@ -119,8 +119,10 @@ func decideActed(in planInput, p plan) plan {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseRecovered, "replacements run elsewhere; waiting for the node to be deleted or Ready again"
 	case in.Suspended:
 		p.Message += "; further force deletion suspended (storm)"
-	case p.Marks.Action == v1alpha1.RecoveryMethodForceDelete && in.Policy != nil:
-		// Without a policy the pod scope is unknown: deleting nothing is safe.
+	case in.Policy != nil:
+		// Both methods force-delete the in-scope pods of the fenced node: with
+		// the taint this is what pod GC does, but only every 20 s. Without a
+		// policy the pod scope is unknown: deleting nothing is safe.
 		p.Step = stepForceDelete
 	}
 	return p

@@ -83,6 +83,8 @@ func TestDecide(t *testing.T) {
 			phase: v1alpha1.RecoveryPhaseSuspended},
 		{name: "already acted: only track, even without policy", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, acted, OutOfServiceTaint)},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
+		{name: "acted taint releases pods", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, acted, OutOfServiceTaint), Policy: policy()},
+			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{name: "acted force delete continues", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{AnnotationAction: "ForceDelete"}), Policy: policy()},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodForceDelete},
 		{name: "acted force delete pauses in a storm", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{AnnotationAction: "ForceDelete"}), Policy: policy(), Suspended: true},

@@ -1,0 +1,352 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/internal/testenv"
+)
+
+// nrHost is a client of the lab host that knows the fedfailover types.
+var (
+	nrHostOnce sync.Once
+	nrHostCl   client.Client
+	nrHostErr  error
+)
+
+// nrHost installs the FailoverPolicy CRD in the lab host (once) and returns
+// a client with fedfailover's scheme.
+func nrHost(t *testing.T) client.Client {
+	t.Helper()
+	nrHostOnce.Do(func() {
+		cfg, err := nrHostConfig()
+		if err != nil {
+			nrHostErr = err
+			return
+		}
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			nrHostErr = err
+			return
+		}
+		if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
+			Paths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfPathMissing: true,
+		}); err != nil {
+			nrHostErr = fmt.Errorf("installing fedfailover CRDs in the lab host: %w", err)
+			return
+		}
+		s, err := scheme.New()
+		if err != nil {
+			nrHostErr = err
+			return
+		}
+		nrHostCl, nrHostErr = client.New(cfg, client.Options{Scheme: s})
+	})
+	if nrHostErr != nil {
+		t.Fatal(nrHostErr)
+	}
+	return nrHostCl
+}
+
+func nrHostConfig() (*restConfig, error) {
+	st, err := theLab.State()
+	if err != nil {
+		return nil, err
+	}
+	return clientcmd.BuildConfigFromFlags("", st.Cluster(lab.HostName).Kubeconfig)
+}
+
+// nrManager is the operator's node recovery running in the test process.
+type nrManager struct {
+	cancel context.CancelFunc
+	done   chan error
+	logs   *nrLogBuffer
+}
+
+// startNodeRecovery runs a manager with the member and node recovery
+// controllers against the lab host, as cmd/manager wires them. stop is
+// idempotent and also runs when the test ends.
+func startNodeRecovery(t *testing.T) *nrManager {
+	t.Helper()
+	nrHost(t)
+	cfg, err := nrHostConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &nrLogBuffer{}
+	logger := zap.New(zap.WriteTo(logs), zap.UseDevMode(true))
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: s, Logger: logger,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Tests start several managers with the same controller names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	members, err := member.SetupWithManager(ctx, mgr, member.Options{ProbePeriod: 2 * time.Second, StatusRefresh: 5 * time.Second})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := noderecovery.SetupWithManager(mgr, members, noderecovery.Options{ResyncPeriod: 2 * time.Second, StatusResync: 5 * time.Second}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	m := &nrManager{cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { m.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		m.stop(t)
+		if t.Failed() {
+			out := logs.String()
+			if len(out) > 30000 {
+				out = out[len(out)-30000:]
+			}
+			t.Logf("manager logs (tail):\n%s", out)
+		}
+	})
+	return m
+}
+
+func (m *nrManager) stop(t *testing.T) {
+	t.Helper()
+	if m.cancel == nil {
+		return
+	}
+	m.cancel()
+	m.cancel = nil
+	select {
+	case err := <-m.done:
+		if err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("manager did not stop within 30s")
+	}
+}
+
+type nrLogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *nrLogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *nrLogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// nrPolicy creates a FailoverPolicy with node recovery for every member
+// (short times for tests) and deletes it when the test ends.
+func nrPolicy(t *testing.T, name string, mutate func(*v1alpha1.NodeRecoverySpec)) *v1alpha1.FailoverPolicy {
+	t.Helper()
+	host := nrHost(t)
+	pct := intstrPct("40%")
+	p := &v1alpha1.FailoverPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{
+			Enabled: true, NotReadyFor: "5s", Method: v1alpha1.RecoveryMethodAuto, MaxUnhealthy: &pct,
+			StormCooldown: "5s",
+			Fencing:       v1alpha1.FencingSpec{MachineInfrastructureDeleted: true},
+		}},
+	}
+	if mutate != nil {
+		mutate(p.Spec.NodeRecovery)
+	}
+	if err := host.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := host.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting policy: %v", err)
+		}
+		// The storm mark must not leak into the next test.
+		for _, m := range theLab.Members() {
+			kfc := &kubefedv1beta1.KubeFedCluster{}
+			if err := host.Get(ctx, client.ObjectKey{Namespace: member.DefaultNamespace, Name: m}, kfc); err != nil {
+				continue
+			}
+			if _, ok := kfc.Annotations[noderecovery.AnnotationStorm]; ok {
+				patch := client.MergeFrom(kfc.DeepCopy())
+				delete(kfc.Annotations, noderecovery.AnnotationStorm)
+				_ = host.Patch(ctx, kfc, patch)
+			}
+		}
+	})
+	return p
+}
+
+// getPolicy reads the policy's current state.
+func getPolicy(ctx context.Context, name string) (*v1alpha1.FailoverPolicy, error) {
+	p := &v1alpha1.FailoverPolicy{}
+	return p, nrHostCl.Get(ctx, client.ObjectKey{Name: name}, p)
+}
+
+func policyCondition(ctx context.Context, name, condType string) (*metav1.Condition, error) {
+	p, err := getPolicy(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return meta.FindStatusCondition(p.Status.Conditions, condType), nil
+}
+
+func recoveryOf(p *v1alpha1.FailoverPolicy, cluster, node string) *v1alpha1.NodeRecoveryStatus {
+	i := slices.IndexFunc(p.Status.Recoveries, func(r v1alpha1.NodeRecoveryStatus) bool { return r.Cluster == cluster && r.Node == node })
+	if i < 0 {
+		return nil
+	}
+	return &p.Status.Recoveries[i]
+}
+
+func getNode(ctx context.Context, cl client.Client, name string) (*corev1.Node, error) {
+	n := &corev1.Node{}
+	return n, cl.Get(ctx, client.ObjectKey{Name: name}, n)
+}
+
+func hasOOSTaint(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
+}
+
+// nodeEvents returns the reasons of fedfailover's events about a node.
+func nodeEvents(ctx context.Context, cl client.Client, node string) ([]string, error) {
+	evs := &corev1.EventList{}
+	if err := cl.List(ctx, evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node && e.ReportingController == noderecovery.ReportingController {
+			out = append(out, e.Reason)
+		}
+	}
+	return out, nil
+}
+
+// runningPod waits for a Ready pod of the StatefulSet/Deployment (by app
+// label) and returns it.
+func runningPod(t *testing.T, cl client.Client, ns, app string, timeout time.Duration, notOn string) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	eventually(t, timeout, app+" pod Ready"+map[bool]string{true: " off " + notOn, false: ""}[notOn != ""], func(ctx context.Context) (bool, string) {
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": app}); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			seen = append(seen, fmt.Sprintf("%s %s on %q deleting=%v", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil))
+			if podReady(p) && p.Spec.NodeName != notOn {
+				got = p
+				return true, ""
+			}
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	return got
+}
+
+// pinDeployment makes a lab Deployment's pod run on a given node and
+// tolerate its loss for 5 minutes.
+func pinDeployment(t *testing.T, cl client.Client, ns, name, node string) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := cl.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
+	// Keep the taint manager from evicting the pod during the test's window
+	// (the lab's default toleration is 30 s): only fedfailover may act on it.
+	for _, key := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
+		d.Spec.Template.Spec.Tolerations = append(d.Spec.Template.Spec.Tolerations, corev1.Toleration{
+			Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)})
+	}
+	if err := cl.Patch(t.Context(), d, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// volumeOnlyOn checks that pv is attached to node and has no attachment
+// anywhere else.
+func volumeOnlyOn(ctx context.Context, cl client.Client, pv, node string) (bool, string) {
+	att, all, err := attachments(ctx, cl, pv)
+	if err != nil {
+		return false, err.Error()
+	}
+	if !slices.Equal(att, []string{node}) || !slices.Equal(all, []string{node}) {
+		return false, fmt.Sprintf("volume %s attached to %v, attachments for %v; want only %s", pv, att, all, node)
+	}
+	return true, ""
+}
+
+// restoreAfter powers a node back on when the test ends (if the test did
+// not already) and waits for it to be Ready without an out-of-service taint.
+func restoreAfter(t *testing.T, cluster, node string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		cl := theLab.MustClient(cluster)
+		n, err := getNode(ctx, cl, node)
+		if err == nil && lab.NodeReadyStatus(n) == corev1.ConditionTrue && !hasOOSTaint(n) {
+			return
+		}
+		if err := theLab.Restore(ctx, node); err != nil {
+			t.Errorf("restore %s: %v", node, err)
+		}
+		if err := theLab.WaitNodeReady(ctx, cl, node, corev1.ConditionTrue, 60*time.Second); err != nil {
+			t.Errorf("restore %s: %v", node, err)
+		}
+		// A failed test may have left the taint behind: the next test needs a clean node.
+		if n, err := getNode(ctx, cl, node); err == nil && hasOOSTaint(n) {
+			setOutOfService(t, cluster, node, false)
+		}
+	})
+}
+
+type restConfig = rest.Config
+
+func intstrPct(s string) intstr.IntOrString { return intstr.FromString(s) }

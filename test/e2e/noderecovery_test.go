@@ -1,0 +1,486 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/internal/lab"
+)
+
+// The node recovery tests run fedfailover's controllers in this process
+// against the lab. Nodes go NotReady ~16-18 s after a fault (lab lease and
+// grace period), and the policies use notReadyFor 5 s.
+
+// stsOnLostNode creates a one-replica StatefulSet with an RWO volume in the
+// member, waits for it to run, and returns its pod, node and volume.
+func stsOnLostNode(t *testing.T, cluster, ns string) (pod *corev1.Pod, pv string) {
+	t.Helper()
+	ctx := t.Context()
+	cl := theLab.MustClient(cluster)
+	if _, err := theLab.CreateStatefulSetWithVolumes(ctx, cluster, ns, "db", 1); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	pod = runningPod(t, cl, ns, "db", 90*time.Second, "")
+	pv, err := pvcVolume(ctx, cl, ns, lab.VolumeTemplateName+"-db-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "volume attached to "+pod.Spec.NodeName, func(ctx context.Context) (bool, string) {
+		return volumeOnlyOn(ctx, cl, pv, pod.Spec.NodeName)
+	})
+	return pod, pv
+}
+
+// Case 1: StatefulSet with an RWO PV on a powered-off node whose Machine
+// infrastructure is deleted: fedfailover taints the node, the replacement
+// runs elsewhere with the volume attached only there, and the taint goes
+// when the node comes back.
+func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member1", "nr-sts"
+	startNodeRecovery(t)
+	pol := nrPolicy(t, "nr-sts", nil)
+	cl := theLab.MustClient(cluster)
+	pod, pv := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+
+	powerOff := time.Now()
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	var tainted time.Time
+	eventually(t, 60*time.Second, node+" tainted out-of-service by fedfailover", func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !hasOOSTaint(n) {
+			return false, "Ready=" + string(lab.NodeReadyStatus(n))
+		}
+		tainted = time.Now()
+		if n.Annotations[noderecovery.AnnotationTaintedBy] != "true" || n.Annotations[noderecovery.AnnotationFencedBy] != "MachineInfrastructureDeleted" ||
+			n.Annotations[noderecovery.AnnotationAction] != string(v1alpha1.RecoveryMethodOutOfServiceTaint) {
+			t.Fatalf("taint without the expected marks: %v", n.Annotations)
+		}
+		return true, ""
+	})
+	t.Logf("tainted %.1fs after power-off", tainted.Sub(powerOff).Seconds())
+	repl := runningPod(t, cl, ns, "db", 90*time.Second, node)
+	eventually(t, 60*time.Second, "volume attached only to the replacement's node", func(ctx context.Context) (bool, string) {
+		return volumeOnlyOn(ctx, cl, pv, repl.Spec.NodeName)
+	})
+	t.Logf("replacement Running on %s %.1fs after power-off, %.1fs after the taint", repl.Spec.NodeName,
+		time.Since(powerOff).Seconds(), time.Since(tainted).Seconds())
+	eventually(t, 30*time.Second, "policy status reports the node Recovered", func(ctx context.Context) (bool, string) {
+		p, err := getPolicy(ctx, pol.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		r := recoveryOf(p, cluster, node)
+		if r == nil || r.Phase != v1alpha1.RecoveryPhaseRecovered || r.Method != v1alpha1.RecoveryMethodOutOfServiceTaint || r.FencedAt == nil {
+			return false, fmt.Sprintf("recovery %+v", r)
+		}
+		return slices.ContainsFunc(p.Status.RecentDecisions, func(d v1alpha1.Decision) bool {
+			return d.Reason == noderecovery.ReasonOutOfServiceTainted && d.Object == "Node/"+node
+		}), fmt.Sprintf("decisions %+v", p.Status.RecentDecisions)
+	})
+	eventually(t, 10*time.Second, "events on the node", func(ctx context.Context) (bool, string) {
+		evs, err := nodeEvents(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(evs, noderecovery.ReasonOutOfServiceTainted) && slices.Contains(evs, noderecovery.ReasonRecovered), fmt.Sprint(evs)
+	})
+
+	// The node comes back: the taint fedfailover added goes, and stays gone.
+	if err := theLab.Restore(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, node+" Ready without the taint or marks", func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) {
+			return false, fmt.Sprintf("Ready=%s taints=%v", lab.NodeReadyStatus(n), n.Spec.Taints)
+		}
+		_, marked := n.Annotations[noderecovery.AnnotationAction]
+		return !marked, fmt.Sprintf("annotations %v", n.Annotations)
+	})
+	holds(t, 5*time.Second, node+" not tainted again", func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return !hasOOSTaint(n), "re-tainted"
+	})
+}
+
+// Case 2: a partitioned node (no evidence) is never tainted; nothing of its
+// pod or volume is deleted; the policy and an event say why; after healing
+// everything is as before.
+func TestNodeRecoveryPartitionNoEvidence(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member2", "nr-partition"
+	startNodeRecovery(t)
+	pol := nrPolicy(t, "nr-partition", nil)
+	cl := theLab.MustClient(cluster)
+	node := lab.NodeName(cluster, 2)
+	if _, err := theLab.CreateDeploymentWithVolume(ctx, cluster, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	pinDeployment(t, cl, ns, "app", node)
+	pod := runningPod(t, cl, ns, "app", 90*time.Second, "")
+	if pod.Spec.NodeName != node {
+		t.Fatalf("pod on %s, want %s", pod.Spec.NodeName, node)
+	}
+	pv, err := pvcVolume(ctx, cl, ns, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "volume attached", func(ctx context.Context) (bool, string) { return volumeOnlyOn(ctx, cl, pv, node) })
+	vas := &storagev1.VolumeAttachmentList{}
+	if err := cl.List(ctx, vas); err != nil {
+		t.Fatal(err)
+	}
+	restoreAfter(t, cluster, node)
+
+	if err := theLab.Partition(node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = theLab.Heal(node) })
+	unchanged := func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if hasOOSTaint(n) {
+			return false, "partitioned node tainted out-of-service"
+		}
+		p, err := getPod(ctx, cl, ns, pod.Name)
+		if err != nil || p.UID != pod.UID {
+			return false, fmt.Sprintf("pod %s gone or replaced: %v", pod.Name, err)
+		}
+		if ok, why := volumeOnlyOn(ctx, cl, pv, node); !ok {
+			return false, why
+		}
+		return true, ""
+	}
+	eventually(t, 60*time.Second, "FencingBlocked explains the partitioned node", func(ctx context.Context) (bool, string) {
+		if ok, why := unchanged(ctx); !ok {
+			t.Fatal(why)
+		}
+		c, err := policyCondition(ctx, pol.Name, v1alpha1.ConditionFencingBlocked)
+		if err != nil || c == nil {
+			return false, fmt.Sprintf("condition %v err %v", c, err)
+		}
+		return c.Status == metav1.ConditionTrue && c.ObservedGeneration == pol.Generation &&
+			containsAll(c.Message, node, "is not being deleted"), c.Message
+	})
+	evs, err := nodeEvents(ctx, cl, node)
+	if err != nil || slices.Index(evs, noderecovery.ReasonFencingBlocked) < 0 {
+		t.Fatalf("no FencingBlocked event on %s: %v %v", node, evs, err)
+	}
+	// Hold well past the point where a taint would have come (but heal
+	// before the 30 s unreachable toleration evicts the pod).
+	holds(t, 8*time.Second, "partitioned node left alone", unchanged)
+	if n := countOf(evs, noderecovery.ReasonFencingBlocked); n != 1 {
+		t.Fatalf("%d FencingBlocked events, want 1 (events on transitions only)", n)
+	}
+
+	if err := theLab.Heal(node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "healed: node Ready, same pod Running, FencingBlocked False", func(ctx context.Context) (bool, string) {
+		if ok, why := unchanged(ctx); !ok {
+			return false, why
+		}
+		n, _ := getNode(ctx, cl, node)
+		if lab.NodeReadyStatus(n) != corev1.ConditionTrue {
+			return false, "not Ready yet"
+		}
+		p, _ := getPod(ctx, cl, ns, pod.Name)
+		if !podReady(p) {
+			return false, "pod not Ready"
+		}
+		c, err := policyCondition(ctx, pol.Name, v1alpha1.ConditionFencingBlocked)
+		if err != nil || c == nil {
+			return false, fmt.Sprint(err)
+		}
+		return c.Status == metav1.ConditionFalse, c.Message
+	})
+	after, _ := nodeEvents(ctx, cl, node)
+	if slices.ContainsFunc(after, func(r string) bool { return r != noderecovery.ReasonFencingBlocked }) {
+		t.Fatalf("unexpected node recovery events on a partitioned node: %v", after)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func countOf(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// waitMarked waits for fedfailover's out-of-service taint (or, for
+// ForceDelete, its marks) on the node and returns the node.
+func waitMarked(t *testing.T, cl client.Client, node string, method v1alpha1.RecoveryMethod, evidence string) *corev1.Node {
+	t.Helper()
+	var got *corev1.Node
+	eventually(t, 60*time.Second, fmt.Sprintf("%s marked %s by fedfailover", node, method), func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if n.Annotations[noderecovery.AnnotationAction] == "" {
+			return false, "Ready=" + string(lab.NodeReadyStatus(n))
+		}
+		if n.Annotations[noderecovery.AnnotationAction] != string(method) || n.Annotations[noderecovery.AnnotationFencedBy] != evidence {
+			t.Fatalf("unexpected marks: %v", n.Annotations)
+		}
+		if hasOOSTaint(n) != (method == v1alpha1.RecoveryMethodOutOfServiceTaint) {
+			t.Fatalf("taints %v for method %s", n.Spec.Taints, method)
+		}
+		got = n
+		return true, ""
+	})
+	return got
+}
+
+// waitRecovered waits for the replacement of the app's pod on another node
+// with its volume attached only there, and for the policy to say Recovered.
+func waitRecovered(t *testing.T, cl client.Client, pol, cluster, ns, app, pv, node string, timeout time.Duration) {
+	t.Helper()
+	repl := runningPod(t, cl, ns, app, timeout, node)
+	eventually(t, timeout, "volume attached only to the replacement's node", func(ctx context.Context) (bool, string) {
+		return volumeOnlyOn(ctx, cl, pv, repl.Spec.NodeName)
+	})
+	eventually(t, 30*time.Second, "policy status reports the node Recovered", func(ctx context.Context) (bool, string) {
+		p, err := getPolicy(ctx, pol)
+		if err != nil {
+			return false, err.Error()
+		}
+		r := recoveryOf(p, cluster, node)
+		return r != nil && r.Phase == v1alpha1.RecoveryPhaseRecovered, fmt.Sprintf("recovery %+v", r)
+	})
+}
+
+// restoreAndWaitClean powers the node back on and waits until fedfailover
+// removed its taint and marks.
+func restoreAndWaitClean(t *testing.T, cl client.Client, node string) {
+	t.Helper()
+	if err := theLab.Restore(t.Context(), node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, node+" Ready without the taint or marks", func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		_, marked := n.Annotations[noderecovery.AnnotationAction]
+		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && !hasOOSTaint(n) && !marked,
+			fmt.Sprintf("Ready=%s taints=%v marked=%v", lab.NodeReadyStatus(n), n.Spec.Taints, marked)
+	})
+}
+
+// Case 3: the ForceDelete method (for members older than 1.28) recovers too:
+// pods force-deleted, then the node's VolumeAttachments.
+func TestNodeRecoveryForceDelete(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member2", "nr-force"
+	startNodeRecovery(t)
+	pol := nrPolicy(t, "nr-force", func(s *v1alpha1.NodeRecoverySpec) { s.Method = v1alpha1.RecoveryMethodForceDelete })
+	cl := theLab.MustClient(cluster)
+	pod, pv := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+	start := time.Now()
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	waitMarked(t, cl, node, v1alpha1.RecoveryMethodForceDelete, "MachineInfrastructureDeleted")
+	// The attach-detach controller notices the deleted attachment on its
+	// periodic sync (1 min by default).
+	waitRecovered(t, cl, pol.Name, cluster, ns, "db", pv, node, 150*time.Second)
+	t.Logf("ForceDelete recovery %.1fs after power-off", time.Since(start).Seconds())
+	restoreAndWaitClean(t, cl, node)
+}
+
+// Case 4: a storm (2 of 3 nodes lost, maxUnhealthy 40% allows 1) suspends
+// recovery even with fencing evidence; after the nodes return and the
+// cooldown passes, StormActive clears.
+func TestNodeRecoveryStorm(t *testing.T) {
+	ctx := t.Context()
+	const cluster = "member1"
+	startNodeRecovery(t)
+	// A longer notReadyFor than the spread of the nodes' NotReady times, so
+	// both count as lost before either could be acted on.
+	pol := nrPolicy(t, "nr-storm", func(s *v1alpha1.NodeRecoverySpec) { s.NotReadyFor = "10s" })
+	cl := theLab.MustClient(cluster)
+	nodes := []string{lab.NodeName(cluster, 2), lab.NodeName(cluster, 3)}
+	for _, n := range nodes {
+		restoreAfter(t, cluster, n)
+	}
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() { errs <- theLab.PowerOff(ctx, n, lab.EvidenceMachineDeleted) }()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	noTaint := func(ctx context.Context) (bool, string) {
+		for _, name := range nodes {
+			n, err := getNode(ctx, cl, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			if hasOOSTaint(n) || n.Annotations[noderecovery.AnnotationAction] != "" {
+				return false, name + " acted on during a storm"
+			}
+		}
+		return true, ""
+	}
+	eventually(t, 60*time.Second, "StormActive", func(ctx context.Context) (bool, string) {
+		if ok, why := noTaint(ctx); !ok {
+			t.Fatal(why)
+		}
+		c, err := policyCondition(ctx, pol.Name, v1alpha1.ConditionStormActive)
+		if err != nil || c == nil {
+			return false, fmt.Sprint(err)
+		}
+		return c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "2 of 3"), c.Message
+	})
+	holds(t, 5*time.Second, "no action during the storm", noTaint)
+	p, err := getPolicy(ctx, pol.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if r := recoveryOf(p, cluster, n); r == nil || r.Phase != v1alpha1.RecoveryPhaseSuspended {
+			t.Fatalf("recovery of %s: %+v, want Suspended", n, r)
+		}
+	}
+	for _, n := range nodes {
+		if err := theLab.Restore(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 90*time.Second, "storm over after the cooldown", func(ctx context.Context) (bool, string) {
+		if ok, why := noTaint(ctx); !ok {
+			t.Fatal(why)
+		}
+		c, err := policyCondition(ctx, pol.Name, v1alpha1.ConditionStormActive)
+		if err != nil || c == nil {
+			return false, fmt.Sprint(err)
+		}
+		return c.Status == metav1.ConditionFalse, c.Message
+	})
+}
+
+// Case 5: a Deployment with a PVC on a node whose Machine reports a
+// powered-off condition.
+func TestNodeRecoveryPoweredOffCondition(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member1", "nr-poweroff"
+	startNodeRecovery(t)
+	pol := nrPolicy(t, "nr-poweroff", func(s *v1alpha1.NodeRecoverySpec) {
+		s.Fencing = v1alpha1.FencingSpec{PoweredOffConditions: []v1alpha1.MachineConditionMatch{{
+			Type: theLab.Options().PowerOffConditionType, Status: metav1.ConditionFalse, Reasons: []string{theLab.Options().PowerOffConditionReason}}}}
+	})
+	cl := theLab.MustClient(cluster)
+	if _, err := theLab.CreateDeploymentWithVolume(ctx, cluster, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	pod := runningPod(t, cl, ns, "app", 90*time.Second, "")
+	node := pod.Spec.NodeName
+	pv, err := pvcVolume(ctx, cl, ns, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoreAfter(t, cluster, node)
+	if err := theLab.PowerOff(ctx, node, lab.EvidencePoweredOffCondition); err != nil {
+		t.Fatal(err)
+	}
+	waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachinePoweredOff")
+	waitRecovered(t, cl, pol.Name, cluster, ns, "app", pv, node, 90*time.Second)
+	restoreAndWaitClean(t, cl, node)
+}
+
+// Case 6: the manager stops right after tainting; Kubernetes recovers the
+// pods meanwhile; a new manager resumes from the marks: it reports the
+// recovery, repeats no action and removes the taint when the node returns.
+func TestNodeRecoveryManagerRestart(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member2", "nr-restart"
+	first := startNodeRecovery(t)
+	pol := nrPolicy(t, "nr-restart", nil)
+	cl := theLab.MustClient(cluster)
+	pod, pv := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	marked := waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
+	first.stop(t)
+	fencedAt := marked.Annotations[noderecovery.AnnotationFencedAt]
+	repl := runningPod(t, cl, ns, "db", 90*time.Second, node)
+	eventually(t, 60*time.Second, "volume moved while the manager is down", func(ctx context.Context) (bool, string) {
+		return volumeOnlyOn(ctx, cl, pv, repl.Spec.NodeName)
+	})
+
+	startNodeRecovery(t)
+	waitRecovered(t, cl, pol.Name, cluster, ns, "db", pv, node, 60*time.Second)
+	n, err := getNode(ctx, cl, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Annotations[noderecovery.AnnotationFencedAt]; got != fencedAt {
+		t.Fatalf("fenced-at changed from %s to %s: the action was repeated", fencedAt, got)
+	}
+	evs, err := nodeEvents(ctx, cl, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countOf(evs, noderecovery.ReasonOutOfServiceTainted) != 1 || countOf(evs, noderecovery.ReasonRecovered) != 1 {
+		t.Fatalf("events %v: want one taint and one recovered event", evs)
+	}
+	restoreAndWaitClean(t, cl, node)
+}

@@ -69,7 +69,42 @@ func FuzzPlan(f *testing.F) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", got, again)
 		}
 		checkInvariants(t, in, got)
+		checkNoSecondChange(t, in, got)
+		checkConverges(t, in)
 	})
+}
+
+// checkNoSecondChange: right after writing a plan, planning again with the
+// same observations changes nothing (at most one change per minInterval).
+func checkNoSecondChange(t testing.TB, in Input, got Result) {
+	t.Helper()
+	if !got.Changed {
+		return
+	}
+	in.Current, in.CurrentTotalReplicas, in.LastChange = got.Clusters, got.TotalReplicas, in.Now
+	if again := Plan(in); again.Changed {
+		t.Fatalf("second change at the same time: %+v after %+v", again, got)
+	}
+}
+
+// checkConverges: with members unchanged, applying plans as time passes
+// reaches a placement that no longer changes (no flapping).
+func checkConverges(t testing.TB, in Input) {
+	t.Helper()
+	for step := 0; step < 200; step++ {
+		got := Plan(in)
+		checkInvariants(t, in, got)
+		switch {
+		case got.Changed:
+			in.Current, in.CurrentTotalReplicas, in.LastChange = got.Clusters, got.TotalReplicas, in.Now
+			in.Now = in.Now.Add(in.Spec.MinInterval.Get())
+		case got.RequeueAt.After(in.Now):
+			in.Now = got.RequeueAt
+		default:
+			return
+		}
+	}
+	t.Fatalf("no stable placement after 200 plans from %+v", in)
 }
 
 // checkInvariants holds for every plan: no negatives, min <= max, failed

@@ -59,7 +59,11 @@ func RESTConfig(kfc *kubefedv1beta1.KubeFedCluster, secret *corev1.Secret, o Opt
 	if len(token) == 0 {
 		return nil, fmt.Errorf("secret %s/%s: %w", secret.Namespace, secret.Name, ErrMissingToken)
 	}
-	if len(spec.CABundle) > 0 && !x509.NewCertPool().AppendCertsFromPEM(spec.CABundle) {
+	skip, err := disabledValidations(spec.DisabledTLSValidations)
+	if err != nil {
+		return nil, err
+	}
+	if !skip.all && len(spec.CABundle) > 0 && !x509.NewCertPool().AppendCertsFromPEM(spec.CABundle) {
 		return nil, ErrInvalidCABundle
 	}
 
@@ -82,10 +86,6 @@ func RESTConfig(kfc *kubefedv1beta1.KubeFedCluster, secret *corev1.Secret, o Opt
 	}
 
 	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
-	skip, err := disabledValidations(spec.DisabledTLSValidations)
-	if err != nil {
-		return nil, err
-	}
 	switch {
 	case skip.all:
 		// client-go refuses a CA together with Insecure.

@@ -1,0 +1,379 @@
+package members
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+)
+
+const (
+	mConnected  = "fedfailover_member_connected"
+	mObjects    = "fedfailover_member_cache_objects"
+	mProbe      = "fedfailover_member_probe_duration_seconds"
+	mDisconnect = "fedfailover_member_disconnects_total"
+)
+
+func TestConnectWithinProbePeriod(t *testing.T) {
+	f := env(t)
+	opts := testOptions()
+	opts.ProbePeriod = 3 * time.Second
+	h := startManager(t, f, opts)
+	ctx := context.Background()
+
+	eu := policy(t, f, "eu-only", &metav1.LabelSelector{MatchLabels: map[string]string{"region": "eu"}})
+	all := policy(t, f, "all-members", nil)
+	f.join(t, "alpha", "alpha", map[string]string{"region": "eu"})
+	f.join(t, "beta", "beta", map[string]string{"region": "us"})
+	h.waitState(t, opts.ProbePeriod, "alpha", true, member.ReasonConnected)
+	h.waitState(t, opts.ProbePeriod, "beta", true, member.ReasonConnected)
+
+	// Reads of cached kinds come from the member cache, which follows the member.
+	node := readyNode(t, f.members["alpha"], "alpha-n1")
+	c, err := h.cache.GetClient(ctx, "alpha")
+	must(t, err)
+	eventually(t, 5*time.Second, "node in alpha's cache", func() error {
+		return c.Get(ctx, client.ObjectKeyFromObject(node), &corev1.Node{})
+	})
+	// Kinds not cached are read live.
+	var nss corev1.NamespaceList
+	must(t, c.List(ctx, &nss))
+	if len(nss.Items) == 0 {
+		t.Fatal("live read of namespaces returned nothing")
+	}
+	v, err := h.cache.ServerVersion("alpha")
+	must(t, err)
+	if !strings.HasPrefix(v.GitVersion, "v1.37.") {
+		t.Errorf("server version %q, want v1.37.x", v.GitVersion)
+	}
+	if _, err := h.cache.GetClient(ctx, "gamma"); !errors.Is(err, member.ErrNotConnected) {
+		t.Errorf("unknown member: got %v, want ErrNotConnected", err)
+	}
+	if got, ok := series(t, mConnected, "alpha"); !ok || got != 1 {
+		t.Errorf("%s{cluster=alpha} = %v (present %v), want 1", mConnected, got, ok)
+	}
+	eventually(t, 5*time.Second, "Connected event", func() error {
+		for _, e := range f.events(t, "alpha") {
+			if e.Reason == member.ReasonConnected && e.Type == corev1.EventTypeNormal {
+				return nil
+			}
+		}
+		return errors.New("no Connected event for alpha")
+	})
+	eventually(t, 3*opts.ProbePeriod, "probe and object metrics", func() error {
+		if n, ok := series(t, mProbe, "alpha", "result", "success"); !ok || n == 0 {
+			return errors.New("no successful probe recorded")
+		}
+		if n, _ := series(t, mObjects, "alpha", "kind", "Node"); n != 1 {
+			return errorf("cached nodes = %v, want 1", n)
+		}
+		return nil
+	})
+
+	// FailoverPolicy status: each policy lists the members its selector picks.
+	waitPolicy(t, f, eu, func(p *v1alpha1.FailoverPolicy) error {
+		if len(p.Status.Members) != 1 || p.Status.Members[0].Name != "alpha" || !p.Status.Members[0].Connected {
+			return errorf("members %+v", p.Status.Members)
+		}
+		m := p.Status.Members[0]
+		if m.NodesTotal != 1 || m.NodesReady != 1 || m.LastProbeTime == nil || !strings.HasPrefix(m.ServerVersion, "v1.37.") {
+			return errorf("member status %+v", m)
+		}
+		return wantCondition(p, metav1.ConditionTrue, member.ReasonAllConnected)
+	})
+	waitPolicy(t, f, all, func(p *v1alpha1.FailoverPolicy) error {
+		if p.Status.ConnectedMembers != 2 || len(p.Status.Members) != 2 {
+			return errorf("connectedMembers %d, members %+v", p.Status.ConnectedMembers, p.Status.Members)
+		}
+		return wantCondition(p, metav1.ConditionTrue, member.ReasonAllConnected)
+	})
+}
+
+func TestUnjoinTearsDownWithoutLeak(t *testing.T) {
+	f := env(t)
+	h := startManager(t, f, testOptions())
+	ctx := context.Background()
+
+	// Warm up everything that starts once per manager (event broadcaster,
+	// host watches) with a first member, so only beta's goroutines differ.
+	f.join(t, "alpha", "alpha", nil)
+	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	eventually(t, 5*time.Second, "alpha Connected event", func() error {
+		if len(f.events(t, "alpha")) == 0 {
+			return errors.New("none")
+		}
+		return nil
+	})
+	before := goleak.IgnoreCurrent()
+
+	b := f.join(t, "beta", "beta", nil)
+	h.waitState(t, 10*time.Second, "beta", true, member.ReasonConnected)
+	c, err := h.cache.GetClient(ctx, "beta")
+	must(t, err)
+	var pods corev1.PodList
+	must(t, c.List(ctx, &pods))
+	eventually(t, 5*time.Second, "beta metrics", func() error {
+		if _, ok := series(t, mConnected, "beta"); !ok {
+			return errors.New("no connected series for beta")
+		}
+		return nil
+	})
+
+	f.unjoin(t, b)
+	eventually(t, 10*time.Second, "beta torn down", func() error {
+		if _, err := h.cache.GetClient(ctx, "beta"); !errors.Is(err, member.ErrNotConnected) {
+			return errorf("GetClient(beta) = %v", err)
+		}
+		for _, name := range []string{mConnected, mObjects, mProbe} {
+			if _, ok := series(t, name, "beta"); ok {
+				return errorf("%s{cluster=beta} still present", name)
+			}
+		}
+		return nil
+	})
+	if !h.cache.Connected("alpha") {
+		t.Error("alpha disconnected by beta's unjoin")
+	}
+	eventually(t, 10*time.Second, "no goroutine of beta left", func() error {
+		utilnet.CloseIdleConnectionsFor(f.members["beta"].http.Transport) // the test's own
+		// Controller workers start on demand, up to MaxConcurrentReconciles.
+		return goleak.Find(before, goleak.IgnoreAnyFunction(
+			"sigs.k8s.io/controller-runtime/pkg/internal/controller.(*Controller[...]).processNextWorkItem"))
+	})
+	eventually(t, 5*time.Second, "Unjoined event", func() error {
+		for _, e := range f.events(t, "beta") {
+			if e.Reason == member.ReasonUnjoined {
+				return nil
+			}
+		}
+		return errors.New("no Unjoined event")
+	})
+}
+
+func TestBadCredentialsAndRecovery(t *testing.T) {
+	f := env(t)
+	h := startManager(t, f, testOptions())
+	ctx := context.Background()
+	pol := policy(t, f, "bad-input", nil)
+
+	a := f.join(t, "alpha", "alpha", nil)
+	b := f.join(t, "beta", "beta", nil)
+	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	h.waitState(t, 10*time.Second, "beta", true, member.ReasonConnected)
+	alphaWorks := func() {
+		t.Helper()
+		if !h.cache.Connected("alpha") {
+			t.Fatal("alpha lost its connection because of beta")
+		}
+		c, err := h.cache.GetUncachedClient(ctx, "alpha")
+		must(t, err)
+		var nodes corev1.NodeList
+		must(t, c.List(ctx, &nodes))
+	}
+
+	// Token rotated to garbage: the Secret change reconnects, and fails.
+	setToken(t, f, b, "not-a-valid-token")
+	h.waitState(t, 10*time.Second, "beta", false, member.ReasonUnauthorized)
+	alphaWorks()
+	waitPolicy(t, f, pol, func(p *v1alpha1.FailoverPolicy) error {
+		for _, m := range p.Status.Members {
+			if m.Name == "beta" && !m.Connected && m.Reason == member.ReasonUnauthorized {
+				return wantCondition(p, metav1.ConditionFalse, member.ReasonSomeDisconnected)
+			}
+		}
+		return errorf("members %+v", p.Status.Members)
+	})
+	eventually(t, 5*time.Second, "Unauthorized event", func() error {
+		for _, e := range f.events(t, "beta") {
+			if e.Reason == member.ReasonUnauthorized && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return errors.New("no Unauthorized warning event for beta")
+	})
+
+	// Secret gone.
+	must(t, f.host.Delete(ctx, b.secret))
+	h.waitState(t, 10*time.Second, "beta", false, member.ReasonSecretNotFound)
+
+	// Secret back with a token whose account may do nothing.
+	weak := f.memberToken(t, f.members["beta"], "weak", nil)
+	b.secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: kubefedNS, Name: b.secret.Name},
+		Data: map[string][]byte{"token": []byte(weak)}}
+	must(t, f.host.Create(ctx, b.secret))
+	h.waitState(t, 10*time.Second, "beta", false, member.ReasonForbidden)
+
+	// Fixed Secret: reconnects.
+	setToken(t, f, b, b.token)
+	h.waitState(t, 10*time.Second, "beta", true, member.ReasonConnected)
+
+	// Wrong CA (alpha's), then an endpoint nobody listens on.
+	patchKFC(t, f, b, func(k *kubefedv1beta1.KubeFedCluster) { k.Spec.CABundle = f.members["alpha"].cfg.CAData })
+	h.waitState(t, 10*time.Second, "beta", false, member.ReasonTLSError)
+	alphaWorks()
+	patchKFC(t, f, b, func(k *kubefedv1beta1.KubeFedCluster) {
+		k.Spec.CABundle = f.members["beta"].cfg.CAData
+		k.Spec.APIEndpoint = "https://127.0.0.1:1"
+	})
+	h.waitState(t, 10*time.Second, "beta", false, member.ReasonUnreachable)
+	alphaWorks()
+	patchKFC(t, f, b, func(k *kubefedv1beta1.KubeFedCluster) { k.Spec.APIEndpoint = f.members["beta"].cfg.Host })
+	h.waitState(t, 10*time.Second, "beta", true, member.ReasonConnected)
+	waitPolicy(t, f, pol, func(p *v1alpha1.FailoverPolicy) error {
+		if p.Status.ConnectedMembers != 2 {
+			return errorf("connectedMembers %d", p.Status.ConnectedMembers)
+		}
+		return wantCondition(p, metav1.ConditionTrue, member.ReasonAllConnected)
+	})
+
+	// No token anywhere users look: status and events (logs: see startManager).
+	var p v1alpha1.FailoverPolicy
+	must(t, f.host.Get(ctx, client.ObjectKeyFromObject(pol), &p))
+	seen := []string{p.Status.Conditions[0].Message}
+	for _, e := range append(f.events(t, "alpha"), f.events(t, "beta")...) {
+		seen = append(seen, e.Note)
+	}
+	for _, tok := range append(tokens.list(), a.token) {
+		for _, s := range seen {
+			if strings.Contains(s, tok) {
+				t.Fatalf("token leaked in %q", s)
+			}
+		}
+	}
+}
+
+func TestProbeFailureThresholdAndRestart(t *testing.T) {
+	f := env(t)
+	opts := testOptions()
+	h := startManager(t, f, opts)
+	ctx := context.Background()
+	beta := f.members["beta"]
+
+	f.join(t, "beta", "beta", nil)
+	h.waitState(t, 10*time.Second, "beta", true, member.ReasonConnected)
+	before := readyNode(t, beta, "beta-before")
+
+	stopped := time.Now()
+	must(t, beta.env.ControlPlane.APIServer.Stop())
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = beta.env.ControlPlane.APIServer.Start()
+		}
+	})
+	h.waitState(t, 20*time.Second, "beta", false, member.ReasonProbeFailed)
+	// The first probe may fail at once; the threshold needs (n-1) more periods.
+	if min := time.Duration(opts.FailureThreshold-1)*opts.ProbePeriod - 200*time.Millisecond; time.Since(stopped) < min {
+		t.Errorf("disconnected %s after the stop, before %d failed probes (%s)", time.Since(stopped), opts.FailureThreshold, min)
+	}
+	if v, _ := series(t, mConnected, "beta"); v != 0 {
+		t.Errorf("%s{cluster=beta} = %v while down", mConnected, v)
+	}
+	if v, _ := series(t, mDisconnect, "beta", "reason", member.ReasonProbeFailed); v != 1 {
+		t.Errorf("%s{reason=ProbeFailed} = %v, want 1", mDisconnect, v)
+	}
+	if _, err := h.cache.GetReader(ctx, "beta"); !errors.Is(err, member.ErrNotConnected) {
+		t.Errorf("GetReader while down: %v", err)
+	}
+
+	must(t, beta.env.ControlPlane.APIServer.Start())
+	restarted = true
+	h.waitState(t, 30*time.Second, "beta", true, member.ReasonConnected)
+	after := readyNode(t, beta, "beta-after")
+	r, err := h.cache.GetReader(ctx, "beta")
+	must(t, err)
+	eventually(t, 5*time.Second, "cache resynced", func() error {
+		for _, n := range []*corev1.Node{before, after} {
+			if err := r.Get(ctx, client.ObjectKeyFromObject(n), &corev1.Node{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// policy creates a FailoverPolicy selecting members, deleted when the test ends.
+func policy(t *testing.T, f *federation, name string, sel *metav1.LabelSelector) *v1alpha1.FailoverPolicy {
+	t.Helper()
+	p := &v1alpha1.FailoverPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.FailoverPolicySpec{
+			ClusterSelector: sel,
+			NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "60s",
+				Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}},
+		},
+	}
+	must(t, f.host.Create(context.Background(), p))
+	t.Cleanup(func() { _ = f.host.Delete(context.Background(), p) })
+	return p
+}
+
+func waitPolicy(t *testing.T, f *federation, p *v1alpha1.FailoverPolicy, check func(*v1alpha1.FailoverPolicy) error) {
+	t.Helper()
+	eventually(t, 10*time.Second, "FailoverPolicy "+p.Name+" status", func() error {
+		var got v1alpha1.FailoverPolicy
+		if err := f.host.Get(context.Background(), client.ObjectKeyFromObject(p), &got); err != nil {
+			return err
+		}
+		return check(&got)
+	})
+}
+
+func wantCondition(p *v1alpha1.FailoverPolicy, status metav1.ConditionStatus, reason string) error {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.ConditionMembersConnected {
+			if c.Status != status || c.Reason != reason || c.ObservedGeneration != p.Generation {
+				return errorf("condition %+v, want %s/%s at generation %d", c, status, reason, p.Generation)
+			}
+			return nil
+		}
+	}
+	return errorf("no %s condition", v1alpha1.ConditionMembersConnected)
+}
+
+// readyNode creates a Ready Node in a member (deleted when the test ends).
+func readyNode(t *testing.T, m *memberEnv, name string) *corev1.Node {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	must(t, m.client.Create(ctx, n))
+	t.Cleanup(func() {
+		if err := m.client.Delete(context.Background(), n); err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("deleting node %s: %v", name, err)
+		}
+	})
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
+	must(t, m.client.Status().Update(ctx, n))
+	return n
+}
+
+func setToken(t *testing.T, f *federation, j *joined, token string) {
+	t.Helper()
+	s := &corev1.Secret{}
+	must(t, f.host.Get(context.Background(), client.ObjectKeyFromObject(j.secret), s))
+	s.Data = map[string][]byte{"token": []byte(token)}
+	must(t, f.host.Update(context.Background(), s))
+	j.secret = s
+}
+
+func patchKFC(t *testing.T, f *federation, j *joined, mutate func(*kubefedv1beta1.KubeFedCluster)) {
+	t.Helper()
+	k := &kubefedv1beta1.KubeFedCluster{}
+	must(t, f.host.Get(context.Background(), client.ObjectKeyFromObject(j.kfc), k))
+	orig := k.DeepCopy()
+	mutate(k)
+	must(t, f.host.Patch(context.Background(), k, client.MergeFrom(orig)))
+}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -207,11 +208,53 @@ func (l *Lab) ExhaustCapacity(ctx context.Context, cluster, mode string) error {
 	}
 	switch mode {
 	case ExhaustCordon, "":
-		return l.setUnschedulable(ctx, cl, c, true)
+		err = l.setUnschedulable(ctx, cl, c, true)
 	case ExhaustFill:
-		return l.fillNodes(ctx, cl, c)
+		err = l.fillNodes(ctx, cl, c)
+	default:
+		return fmt.Errorf("unknown exhaust mode %q (want %s or %s)", mode, ExhaustCordon, ExhaustFill)
 	}
-	return fmt.Errorf("unknown exhaust mode %q (want %s or %s)", mode, ExhaustCordon, ExhaustFill)
+	if err != nil {
+		return err
+	}
+	return probeUnschedulable(ctx, cl)
+}
+
+// probeUnschedulable returns once the scheduler itself reports that a small
+// pod does not fit, so callers never race the scheduler's view of the nodes.
+func probeUnschedulable(ctx context.Context, cl client.Client) error {
+	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LabNamespace}}); err != nil {
+		return err
+	}
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "lab-capacity-probe-", Namespace: LabNamespace},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "probe", Image: PauseImage,
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}},
+		}}},
+	}
+	if err := cl.Create(ctx, probe); err != nil {
+		return err
+	}
+	defer func() {
+		zero := int64(0)
+		_ = cl.Delete(context.Background(), probe, &client.DeleteOptions{GracePeriodSeconds: &zero})
+	}()
+	return pollUntil(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		p := &corev1.Pod{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(probe), p); err != nil {
+			return false, err
+		}
+		if p.Spec.NodeName != "" {
+			return false, fmt.Errorf("capacity probe was scheduled to %s: the member still has room", p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
 
 // RestoreCapacity undoes ExhaustCapacity (both modes).

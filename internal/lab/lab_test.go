@@ -137,7 +137,7 @@ func TestRenderStages(t *testing.T) {
 		name := doc["metadata"].(map[string]any)["name"].(string)
 		byName[name] = doc
 	}
-	for _, want := range []string{"lab-node-initialize", "lab-node-heartbeat", "lab-pod-ready", "lab-pod-ready-volumes-attached", "lab-pod-delete", "lab-pod-complete"} {
+	for _, want := range []string{"lab-node-initialize", "lab-node-heartbeat", "lab-pod-ready", "lab-pod-ready-volumes-attached", "lab-pod-ready-again", "lab-pod-delete", "lab-pod-complete"} {
 		if byName[want] == nil {
 			t.Errorf("stage %s missing (have %v)", want, keys(byName))
 		}

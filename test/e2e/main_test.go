@@ -51,7 +51,9 @@ func run(m *testing.M) int {
 	start := time.Now()
 	l, err := lab.Up(ctx, lab.Options{
 		Dir: filepath.Join(dir, "lab"), BinDir: binDir, Members: 2, Nodes: 3,
-		Logf: func(f string, a ...any) { fmt.Printf("%s "+f+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...) },
+		Logf: func(f string, a ...any) {
+			fmt.Printf("%s "+f+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+		},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: lab did not start:", err)

@@ -16,6 +16,9 @@ import (
 // topology spread and pod (anti-)affinity are not checked, so the estimate
 // can be high; the exhaustion signal (Unschedulable pods) corrects that.
 func Eligible(node *corev1.Node, spec *corev1.PodSpec) (bool, string) {
+	if spec == nil {
+		spec = &corev1.PodSpec{}
+	}
 	switch {
 	case !nodeReady(node):
 		return false, "NotReady"

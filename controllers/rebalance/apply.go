@@ -1,0 +1,110 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/metrics"
+	"github.com/fedfailover/fedfailover/internal/planner"
+)
+
+// errStale: the RSP changed since it was read; plan again on the fresh one.
+var errStale = errors.New("ReplicaSchedulingPreference changed while planning")
+
+// FieldOwner is the server-side apply field manager of the RSP fields the
+// controller writes: spec.clusters, spec.totalReplicas and AnnotationState.
+const FieldOwner = "fedfailover"
+
+// apply writes the plan and the marks. Every apply carries all owned
+// fields (a field left out of an apply is removed), and the RSP's
+// resourceVersion, so a plan made on a stale or concurrently edited RSP is
+// rejected and made again.
+func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
+	m *marks, res planner.Result, mem *memory) error {
+	now := r.now()
+	if pol.Spec.DryRun {
+		// Nothing is written, so nothing was applied: report each new plan once.
+		r.mu.Lock()
+		mem.dryMarks = m.clone()
+		fp := fmt.Sprintf("%v|%d|%s", res.Clusters, res.TotalReplicas, res.Reason)
+		report := res.Changed && fp != mem.lastReport
+		if res.Changed {
+			mem.lastReport = fp
+		}
+		r.mu.Unlock()
+		if report {
+			r.reportPlan(ctx, pol, rsp, res, true)
+		}
+		return nil
+	}
+	if res.Changed {
+		written := normalize(placement{TotalReplicas: res.TotalReplicas, Clusters: res.Clusters})
+		m.Applied, m.LastChange = &written, timePtr(now)
+	}
+	if !res.Changed && rsp.Annotations[AnnotationState] == m.encode() {
+		return nil
+	}
+	if err := r.applyRSP(ctx, rsp, *m.Applied, map[string]string{AnnotationState: m.encode()}); err != nil {
+		return err
+	}
+	if res.Changed {
+		r.reportPlan(ctx, pol, rsp, res, false)
+	}
+	return nil
+}
+
+// release gives the RSP back to the user: the baseline (or the user's own
+// later edit) and no annotation.
+func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) error {
+	key := client.ObjectKeyFromObject(rsp)
+	r.forget(key)
+	metrics.DeleteRSP(rsp.Namespace, rsp.Name)
+	m, err := decodeMarks(rsp.Annotations)
+	if err != nil || m == nil {
+		return err
+	}
+	target, live := m.Baseline, specPlacement(rsp)
+	if m.Applied == nil || !m.Applied.equal(live) {
+		target = live
+	}
+	if err := r.applyRSP(ctx, rsp, target, nil); err != nil {
+		return err
+	}
+	if !target.equal(live) {
+		msg := "no policy manages it any more: baseline restored"
+		ctrl.LoggerFrom(ctx).Info(msg)
+		r.recorder.Eventf(rsp, nil, "Normal", "RestoredBaseline", "Released", msg)
+	}
+	return nil
+}
+
+func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, p placement, annotations map[string]string) error {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
+	if err != nil {
+		return fmt.Errorf("converting placement: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(fedschedv1a1.SchemeGroupVersion.WithKind("ReplicaSchedulingPreference"))
+	u.SetNamespace(rsp.Namespace)
+	u.SetName(rsp.Name)
+	u.SetResourceVersion(rsp.ResourceVersion)
+	if len(annotations) > 0 {
+		u.SetAnnotations(annotations)
+	}
+	if err := r.host.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsConflict(err) {
+			return errStale
+		}
+		return fmt.Errorf("applying ReplicaSchedulingPreference %s/%s: %w", rsp.Namespace, rsp.Name, err)
+	}
+	return nil
+}

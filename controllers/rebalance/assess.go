@@ -1,0 +1,111 @@
+package rebalance
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/planner"
+)
+
+// observation is what the controller saw of one member for one workload.
+type observation struct {
+	// Healthy: connected and Ready in kubefed.
+	Healthy bool
+	// Running counts the workload's Running, non-terminating pods.
+	Running int64
+	// Fits is capacity.Fit's estimate for the workload's pod template.
+	Fits int64
+	// UnschedulableSince is the earliest transition to Unschedulable among
+	// the workload's pending pods (zero: none is).
+	UnschedulableSince time.Time
+}
+
+// assessment is a member's planner input, its updated marks, and when the
+// state may change with time alone.
+type assessment struct {
+	Member    planner.Member
+	Marks     memberMarks
+	RequeueAt time.Time
+	// Since is the onset of a Failed or Exhausted state (for the metric).
+	Since time.Time
+}
+
+// assess turns an observation into a member state, with hysteresis: a
+// member fails only after clusterFailedAfter of continuous bad health, is
+// exhausted only after capacityExhaustedAfter of Unschedulable pods, and
+// its room counts only from the first healthy observation with room after
+// the last bad one (the planner waits stabilizationWindow from there).
+func assess(obs observation, prev memberMarks, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
+	var a assessment
+	if !obs.Healthy {
+		since := timeOf(prev.FailingSince)
+		if since.IsZero() {
+			since = now
+		}
+		a.Marks = memberMarks{FailingSince: timePtr(since)}
+		failAt := timeOf(a.Marks.FailingSince).Add(spec.ClusterFailedAfter.Get())
+		if now.Before(failAt) {
+			// Not failed yet: it keeps what it holds (no room, nothing known).
+			a.Member = planner.Member{State: planner.Healthy}
+			a.RequeueAt = failAt
+			return a
+		}
+		a.Member = planner.Member{State: planner.Failed}
+		a.Since = timeOf(a.Marks.FailingSince)
+		return a
+	}
+	a.Member = planner.Member{State: planner.Healthy, Running: obs.Running, Fits: max(obs.Fits, 0)}
+	if !obs.UnschedulableSince.IsZero() {
+		exhaustAt := obs.UnschedulableSince.Add(spec.CapacityExhaustedAfter.Get())
+		if now.Before(exhaustAt) {
+			a.RequeueAt = exhaustAt
+		} else {
+			a.Member.State = planner.Exhausted
+			a.Since = obs.UnschedulableSince
+			return a // no room while pods cannot be scheduled
+		}
+	}
+	if obs.Fits > 0 && obs.UnschedulableSince.IsZero() {
+		since := timeOf(prev.RoomSince)
+		if since.IsZero() {
+			since = now
+		}
+		a.Marks.RoomSince = timePtr(since)
+		a.Member.RoomSince = timeOf(a.Marks.RoomSince)
+	}
+	return a
+}
+
+// unschedulableSince is the earliest transition to Unschedulable among
+// pods still pending, or zero.
+func unschedulableSince(pods []corev1.Pod) time.Time {
+	var since time.Time
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || p.Spec.NodeName != "" {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
+				continue
+			}
+			if t := c.LastTransitionTime.Time; !t.IsZero() && (since.IsZero() || t.Before(since)) {
+				since = t
+			}
+		}
+	}
+	return since
+}
+
+// runningPods counts pods that run and are not being deleted.
+func runningPods(pods []corev1.Pod) int64 {
+	var n int64
+	for i := range pods {
+		if pods[i].Status.Phase == corev1.PodRunning && pods[i].DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}

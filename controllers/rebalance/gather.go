@@ -1,0 +1,170 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/capacity"
+	"github.com/fedfailover/fedfailover/internal/metrics"
+)
+
+// workload is what the controller knows of the RSP's target: which pods are
+// its replicas and what each requests.
+type workload struct {
+	selector labels.Selector
+	spec     *corev1.PodSpec
+}
+
+// federatedGroupVersion holds kubefed's FederatedDeployment and
+// FederatedReplicaSet (the RSP targetKind).
+var federatedGroupVersion = schema.GroupVersion{Group: "types.kubefed.io", Version: "v1beta1"}
+
+// loadWorkload reads the target's template from the host (live: it is read
+// once per reconcile and not worth a cluster-wide informer). Without a
+// target, the workload's pods are found by nothing and capacity is
+// estimated for an empty pod.
+func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) (workload, error) {
+	w := workload{selector: labels.Nothing(), spec: &corev1.PodSpec{}}
+	kind := rsp.Spec.TargetKind
+	if kind == "" {
+		kind = "FederatedDeployment"
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(federatedGroupVersion.WithKind(kind))
+	if err := r.host.Get(ctx, client.ObjectKeyFromObject(rsp), u); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return w, nil
+		}
+		return w, fmt.Errorf("reading %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
+	}
+	if tmpl, ok, _ := unstructured.NestedMap(u.Object, "spec", "template", "spec", "template", "spec"); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, w.spec); err != nil {
+			return w, fmt.Errorf("decoding pod template of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
+		}
+	}
+	sel := &metav1.LabelSelector{}
+	if raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "template", "spec", "selector"); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, sel); err != nil {
+			return w, fmt.Errorf("decoding selector of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
+		}
+	} else if l, ok, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "spec", "template", "metadata", "labels"); ok {
+		sel.MatchLabels = l
+	}
+	if len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0 {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return w, fmt.Errorf("selector of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
+		}
+		w.selector = s
+	}
+	return w, nil
+}
+
+// memberNames lists the KubeFedClusters the policy selects, sorted, with
+// whether kubefed reports each Ready.
+func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy) (map[string]bool, error) {
+	sel := labels.Everything()
+	if pol.Spec.ClusterSelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(pol.Spec.ClusterSelector)
+		if err != nil {
+			return nil, fmt.Errorf("clusterSelector: %w", err)
+		}
+		sel = s
+	}
+	var list kubefedv1beta1.KubeFedClusterList
+	if err := r.host.List(ctx, &list, client.InNamespace(r.opts.KubefedNamespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing KubeFedClusters: %w", err)
+	}
+	out := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = kubefedReady(&list.Items[i])
+	}
+	return out, nil
+}
+
+func kubefedReady(k *kubefedv1beta1.KubeFedCluster) bool {
+	for _, c := range k.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// observe gathers one member's view of the workload. A member that cannot
+// be read counts as unhealthy: its replicas move once that lasts
+// clusterFailedAfter.
+func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool, ns string, w workload) (observation, error) {
+	if !kubefedOK || !r.members.Connected(cluster) {
+		return observation{}, nil
+	}
+	if err := r.ensureWatches(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
+		return observation{}, err
+	}
+	rd, err := r.members.GetReader(ctx, cluster)
+	if err != nil {
+		return observation{}, nil
+	}
+	var nodes corev1.NodeList
+	var pods corev1.PodList
+	// Read-only use of the cache: no deep copies of every Pod and Node.
+	if err := rd.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return observation{}, nil
+	}
+	if err := rd.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return observation{}, nil
+	}
+	var mine []corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Namespace == ns && w.selector.Matches(labels.Set(p.Labels)) {
+			mine = append(mine, *p)
+		}
+	}
+	est := capacity.Fit(nodes.Items, pods.Items, w.spec)
+	for name, q := range est.Free {
+		v := float64(q.Value())
+		if name == corev1.ResourceCPU {
+			v = float64(q.MilliValue()) / 1000
+		}
+		metrics.MemberFreeCapacity.WithLabelValues(cluster, string(name)).Set(v)
+	}
+	return observation{Healthy: true, Running: runningPods(mine), Fits: est.Replicas,
+		UnschedulableSince: unschedulableSince(mine)}, nil
+}
+
+// sortedKeys returns a map's keys in order, so every pass is deterministic.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func earliest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
+			out = t
+		}
+	}
+	return out
+}

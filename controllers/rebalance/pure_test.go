@@ -1,0 +1,178 @@
+package rebalance
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/planner"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func testSpec() v1alpha1.RebalanceSpec {
+	return v1alpha1.RebalanceSpec{Enabled: true, CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
+		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true}}
+}
+
+func TestAssess(t *testing.T) {
+	at := func(d time.Duration) *metav1.Time { return timePtr(t0.Add(d)) }
+	cases := []struct {
+		name      string
+		obs       observation
+		prev      memberMarks
+		now       time.Time
+		state     planner.MemberState
+		marks     memberMarks
+		roomSince time.Time
+		requeue   time.Time
+	}{
+		{name: "unhealthy first seen: not failed yet, timer starts",
+			obs: observation{}, now: t0, state: planner.Healthy,
+			marks: memberMarks{FailingSince: at(0)}, requeue: t0.Add(10 * time.Second)},
+		{name: "unhealthy for clusterFailedAfter: failed",
+			obs: observation{}, prev: memberMarks{FailingSince: at(0), RoomSince: at(-time.Minute)}, now: t0.Add(10 * time.Second),
+			state: planner.Failed, marks: memberMarks{FailingSince: at(0)}},
+		{name: "healthy again: failing timer cleared, room timer starts",
+			obs: observation{Healthy: true, Running: 2, Fits: 4}, prev: memberMarks{FailingSince: at(0)}, now: t0.Add(time.Minute),
+			state: planner.Healthy, marks: memberMarks{RoomSince: at(time.Minute)}, roomSince: t0.Add(time.Minute)},
+		{name: "room timer kept while healthy with room",
+			obs: observation{Healthy: true, Fits: 1}, prev: memberMarks{RoomSince: at(0)}, now: t0.Add(time.Hour),
+			state: planner.Healthy, marks: memberMarks{RoomSince: at(0)}, roomSince: t0},
+		{name: "no room: room timer cleared",
+			obs: observation{Healthy: true, Running: 3}, prev: memberMarks{RoomSince: at(0)}, now: t0.Add(time.Hour),
+			state: planner.Healthy},
+		{name: "unschedulable, not long enough: wake up when it is",
+			obs: observation{Healthy: true, Fits: 3, UnschedulableSince: t0}, prev: memberMarks{RoomSince: at(-time.Hour)}, now: t0.Add(2 * time.Second),
+			state: planner.Healthy, requeue: t0.Add(5 * time.Second)},
+		{name: "unschedulable for capacityExhaustedAfter: exhausted",
+			obs: observation{Healthy: true, Running: 3, UnschedulableSince: t0}, now: t0.Add(5 * time.Second),
+			state: planner.Exhausted},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := assess(c.obs, c.prev, testSpec(), c.now)
+			if a.Member.State != c.state {
+				t.Errorf("state %s, want %s", a.Member.State, c.state)
+			}
+			if !timeOf(a.Marks.FailingSince).Equal(timeOf(c.marks.FailingSince)) || !timeOf(a.Marks.RoomSince).Equal(timeOf(c.marks.RoomSince)) {
+				t.Errorf("marks %+v, want %+v", a.Marks, c.marks)
+			}
+			if !a.Member.RoomSince.Equal(c.roomSince) {
+				t.Errorf("roomSince %s, want %s", a.Member.RoomSince, c.roomSince)
+			}
+			if !a.RequeueAt.Equal(c.requeue) {
+				t.Errorf("requeue %s, want %s", a.RequeueAt, c.requeue)
+			}
+			if c.state == planner.Healthy && c.obs.Healthy && a.Member.Running != c.obs.Running {
+				t.Errorf("running %d, want %d", a.Member.Running, c.obs.Running)
+			}
+		})
+	}
+}
+
+func prefs(w1, w2 int64) map[string]fedschedv1a1.ClusterPreferences {
+	return map[string]fedschedv1a1.ClusterPreferences{"member1": {Weight: w1}, "member2": {Weight: w2}}
+}
+
+func TestBaselineOf(t *testing.T) {
+	user := placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
+	pinned := placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+		"member1": {MinReplicas: 6, MaxReplicas: ptr.To[int64](6), Weight: 6}, "member2": {MaxReplicas: ptr.To[int64](0)}}}
+
+	m, edited := baselineOf(nil, user, "p")
+	if edited || !m.Baseline.equal(user) || m.Applied == nil || !m.Applied.equal(user) || m.Policy != "p" {
+		t.Fatalf("first touch: %+v edited=%v", m, edited)
+	}
+
+	// Our own write, read back: not an edit, baseline kept.
+	rec := &marks{Baseline: user, Applied: &pinned, LastChange: timePtr(t0)}
+	back, err := decodeMarks(map[string]string{AnnotationState: rec.encode()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, edited = baselineOf(back, pinned, "p")
+	if edited || !m.Baseline.equal(user) || m.LastChange == nil {
+		t.Fatalf("own write: %+v edited=%v", m, edited)
+	}
+
+	// Someone changed the spec while shifted: that is the new baseline.
+	theirs := placement{TotalReplicas: 9, Clusters: prefs(2, 1)}
+	m, edited = baselineOf(back, theirs, "p")
+	if !edited || !m.Baseline.equal(theirs) || !m.Applied.equal(theirs) || m.LastChange != nil {
+		t.Fatalf("user edit: %+v edited=%v", m, edited)
+	}
+	if back.Baseline.equal(theirs) {
+		t.Fatal("baselineOf changed the recorded marks")
+	}
+}
+
+func TestPlacementEqual(t *testing.T) {
+	a := placement{TotalReplicas: 3, Clusters: map[string]fedschedv1a1.ClusterPreferences{"m": {MaxReplicas: ptr.To[int64](0)}}}
+	b := placement{TotalReplicas: 3, Clusters: map[string]fedschedv1a1.ClusterPreferences{"m": {}}}
+	if a.equal(b) {
+		t.Error("max 0 equals unbounded")
+	}
+	if !(placement{TotalReplicas: 1, Clusters: map[string]fedschedv1a1.ClusterPreferences{}}).equal(placement{TotalReplicas: 1}) {
+		t.Error("empty map differs from nil")
+	}
+	if _, err := decodeMarks(map[string]string{AnnotationState: "{"}); err == nil {
+		t.Error("bad annotation decoded")
+	}
+}
+
+func TestUnschedulableSinceAndRunning(t *testing.T) {
+	pending := func(at time.Time) corev1.Pod {
+		return corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			LastTransitionTime: metav1.NewTime(at)}}}}
+	}
+	deleting := pending(t0.Add(-time.Hour))
+	deleting.DeletionTimestamp = timePtr(t0)
+	running := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	pods := []corev1.Pod{pending(t0.Add(3 * time.Second)), pending(t0), deleting, running}
+	if got := unschedulableSince(pods); !got.Equal(t0) {
+		t.Errorf("unschedulableSince %s, want %s", got, t0)
+	}
+	if got := unschedulableSince([]corev1.Pod{running}); !got.IsZero() {
+		t.Errorf("unschedulableSince without pending pods %s", got)
+	}
+	if got := runningPods(pods); got != 1 {
+		t.Errorf("running %d, want 1", got)
+	}
+}
+
+func TestMergeDecisionsKeepsOthers(t *testing.T) {
+	theirs := v1alpha1.Decision{Time: metav1.NewTime(t0), Object: "Node/n", Action: "TaintedOutOfService", Reason: "Fenced"}
+	ours := v1alpha1.Decision{Time: metav1.NewTime(t0.Add(time.Second)), Object: "ReplicaSchedulingPreference/a/b", Action: ActionShift, Reason: planner.ReasonCapacityExhausted}
+	got := mergeDecisions([]v1alpha1.Decision{ours}, []v1alpha1.Decision{theirs, ours})
+	if len(got) != 2 || got[0].Action != ActionShift || got[1].Action != "TaintedOutOfService" {
+		t.Fatalf("merged %+v", got)
+	}
+}
+
+func TestStoreNotifiesOnChangeOnly(t *testing.T) {
+	s := newStore()
+	k := typesKey("ns", "web")
+	st := v1alpha1.RebalanceStatus{Namespace: "ns", Name: "web", Shifted: true, Reason: planner.ReasonCapacityExhausted}
+	s.set("p", k, st, true)
+	s.set("p", k, st, true)
+	if len(s.notify) != 1 {
+		t.Fatalf("%d notifications, want 1", len(s.notify))
+	}
+	if got, _ := s.snapshot("p"); len(got) != 1 || !got[0].Shifted {
+		t.Fatalf("snapshot %+v", got)
+	}
+	s.set("p", k, st, false)
+	if got, _ := s.snapshot("p"); len(got) != 0 || len(s.notify) != 2 {
+		t.Fatalf("snapshot after hide %+v, %d notifications", got, len(s.notify))
+	}
+}
+
+func typesKey(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }

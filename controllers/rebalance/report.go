@@ -1,0 +1,129 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/metrics"
+	"github.com/fedfailover/fedfailover/internal/planner"
+)
+
+// Decision actions.
+const (
+	ActionShift   = "ShiftedWeights"
+	ActionRestore = "RestoredBaseline"
+)
+
+// reportPlan is the one call for a written (or, in dry-run, planned)
+// change: log, events on the RSP and the policy, decision, metric.
+func (r *Reconciler) reportPlan(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, res planner.Result, dry bool) {
+	action := ActionShift
+	if !res.Shifted {
+		action = ActionRestore
+	}
+	msg := fmt.Sprintf("%s: %s", res.Reason, describe(res))
+	r.report(ctx, pol, rsp, "", res.Reason, action, msg, dry)
+	metrics.Rebalances.WithLabelValues(res.Reason).Inc()
+}
+
+func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, cluster, reason, action, msg string, dry bool) {
+	if dry {
+		msg = "dry-run, not written: " + msg
+	}
+	ctrl.LoggerFrom(ctx).Info("Rebalance: "+msg, "reason", reason, "action", action)
+	evType := corev1.EventTypeNormal
+	if reason == planner.ReasonMemberFailed || reason == planner.ReasonCapacityExhausted || reason == planner.ReasonInsufficientCapacity {
+		evType = corev1.EventTypeWarning
+	}
+	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)
+	r.recorder.Eventf(pol, rsp, evType, reason, action, "%s/%s: %s", rsp.Namespace, rsp.Name, msg)
+	r.store.decide(pol.Name, v1alpha1.Decision{
+		Time: metav1.NewTime(r.now()), Cluster: cluster,
+		Object: "ReplicaSchedulingPreference/" + rsp.Namespace + "/" + rsp.Name,
+		Action: action, Reason: reason, Message: truncate(msg, 512), DryRun: dry,
+	})
+}
+
+// describe lists the placement per member, e.g. "member1=6 member2=0 (total 6)".
+func describe(res planner.Result) string {
+	var b strings.Builder
+	for _, n := range sortedKeys(res.Placement) {
+		fmt.Fprintf(&b, "%s=%d ", n, res.Placement[n])
+	}
+	fmt.Fprintf(&b, "(totalReplicas %d", res.TotalReplicas)
+	if res.Unplaced > 0 {
+		fmt.Fprintf(&b, ", %d beyond known room", res.Unplaced)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// record publishes the RSP's state: policy status entry and weights.
+func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, res planner.Result, m *marks) {
+	key := client.ObjectKeyFromObject(rsp)
+	st := v1alpha1.RebalanceStatus{Namespace: rsp.Namespace, Name: rsp.Name, Shifted: res.Shifted,
+		Reason: res.Reason, LastChangeTime: m.LastChange}
+	// Listed while shifted, or while something keeps it from its baseline.
+	show := res.Shifted || (res.Reason != planner.ReasonBalanced && res.Reason != planner.ReasonNoMembers)
+	r.store.set(pol.Name, key, st, show)
+	for n, p := range res.Clusters {
+		if n != planner.Wildcard {
+			metrics.RSPWeight.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(p.Weight))
+		}
+	}
+}
+
+// onsetInfo is the earliest onset of a failed or exhausted member.
+type onsetInfo struct {
+	since time.Time
+	why   string
+}
+
+func (o *onsetInfo) add(a assessment) {
+	if a.Since.IsZero() || (!o.since.IsZero() && !a.Since.Before(o.since)) {
+		return
+	}
+	o.since, o.why = a.Since, planner.ReasonCapacityExhausted
+	if a.Member.State == planner.Failed {
+		o.why = planner.ReasonMemberFailed
+	}
+}
+
+// observeRecovery measures, once per onset, the time until the replicas
+// running on healthy members reach totalReplicas again.
+func (r *Reconciler) observeRecovery(mem *memory, in planner.Input, onset onsetInfo, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !onset.since.IsZero() && onset.since.After(mem.onsetDone) && mem.onset.IsZero() {
+		mem.onset, mem.onsetWhy = onset.since, onset.why
+	}
+	if mem.onset.IsZero() {
+		return
+	}
+	var running int64
+	for _, m := range in.Members {
+		if m.State != planner.Failed {
+			running += m.Running
+		}
+	}
+	if running >= int64(in.TotalReplicas) {
+		metrics.RebalanceSeconds.WithLabelValues(mem.onsetWhy).Observe(now.Sub(mem.onset).Seconds())
+		mem.onsetDone, mem.onset = mem.onset, time.Time{}
+	}
+}

@@ -1,0 +1,224 @@
+// Package rebalance shifts kubefed ReplicaSchedulingPreference placements
+// away from member clusters that failed or ran out of capacity, and back
+// to the user's baseline, stepwise, once they recover. Decisions come from
+// internal/planner and internal/capacity; this package gathers their inputs
+// and writes their results.
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+)
+
+// +kubebuilder:rbac:groups=scheduling.kubefed.io,resources=replicaschedulingpreferences,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=types.kubefed.io,resources=federateddeployments;federatedreplicasets,verbs=get
+// +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
+
+// Options configure rebalancing. Zero values take defaults.
+type Options struct {
+	// KubefedNamespace holds the KubeFedClusters (default kube-federation-system).
+	KubefedNamespace string
+	// Resync bounds the wait between passes over a managed RSP, for what no
+	// watch reports (default 30s).
+	Resync time.Duration
+	// MaxConcurrentReconciles is the number of RSPs planned at once (default 4).
+	MaxConcurrentReconciles int
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.KubefedNamespace == "" {
+		o.KubefedNamespace = member.DefaultNamespace
+	}
+	if o.Resync <= 0 {
+		o.Resync = 30 * time.Second
+	}
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = 4
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// SetupWithManager adds the rebalance controller (one request per RSP) and
+// its FailoverPolicy status controller to mgr.
+func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) error {
+	opts = opts.withDefaults()
+	r := &Reconciler{host: mgr.GetClient(), members: members, recorder: mgr.GetEventRecorder("fedfailover-rebalance"),
+		opts: opts, now: opts.Now, store: newStore(), mem: map[types.NamespacedName]*memory{}}
+	all := func(ctx context.Context, _ client.Object) []reconcile.Request { return r.allRSPs(ctx, "") }
+	var err error
+	r.ctrl, err = ctrl.NewControllerManagedBy(mgr).
+		Named("rebalance").
+		For(&fedschedv1a1.ReplicaSchedulingPreference{}).
+		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(all),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&kubefedv1beta1.KubeFedCluster{}, handler.EnqueueRequestsFromMapFunc(all),
+			builder.WithPredicates(kubefedClusterChanged)).
+		WatchesRawSource(members.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return r.allRSPs(ctx, "") })).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("creating rebalance controller: %w", err)
+	}
+	sr := &statusReconciler{client: mgr.GetClient(), store: r.store}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("failoverpolicy-rebalance").
+		For(&v1alpha1.FailoverPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.store.notify, &handler.EnqueueRequestForObject{})).
+		Complete(sr)
+	if err != nil {
+		return fmt.Errorf("creating rebalance status controller: %w", err)
+	}
+	return nil
+}
+
+// allRSPs maps a change to every RSP (in one namespace when given): there
+// are few, and a pass over an unmanaged one is a cheap no-op.
+func (r *Reconciler) allRSPs(ctx context.Context, namespace string) []reconcile.Request {
+	var list fedschedv1a1.ReplicaSchedulingPreferenceList
+	if err := r.host.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing ReplicaSchedulingPreferences failed")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// ensureWatches adds the member Pod and Node watches once per connection.
+// Pods map to the RSPs of their namespace, Nodes to every RSP.
+func (r *Reconciler) ensureWatches(ctx context.Context, cluster string) error {
+	podToRSPs := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.allRSPs(ctx, o.GetNamespace())
+	})
+	nodeToRSPs := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return r.allRSPs(ctx, "")
+	})
+	for _, w := range []member.WatchInput{
+		{Name: "rebalance-pods", Kind: &corev1.Pod{}, Handler: podToRSPs, Predicates: []predicate.Predicate{podChanged}},
+		{Name: "rebalance-nodes", Kind: &corev1.Node{}, Handler: nodeToRSPs, Predicates: []predicate.Predicate{nodeCapacityChanged}},
+	} {
+		w.Watcher = r.ctrl
+		if err := r.members.Watch(ctx, cluster, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// selects reports whether a policy's RSP scope matches the RSP.
+func (r *Reconciler) selects(ctx context.Context, scope v1alpha1.PodScope, rsp *fedschedv1a1.ReplicaSchedulingPreference) (bool, error) {
+	if scope.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(scope.Selector)
+		if err != nil {
+			return false, err
+		}
+		if !sel.Matches(labels.Set(rsp.Labels)) {
+			return false, nil
+		}
+	}
+	switch {
+	case len(scope.Namespaces) > 0:
+		for _, ns := range scope.Namespaces {
+			if ns == rsp.Namespace {
+				return true, nil
+			}
+		}
+		return false, nil
+	case scope.NamespaceSelector != nil:
+		sel, err := metav1.LabelSelectorAsSelector(scope.NamespaceSelector)
+		if err != nil {
+			return false, err
+		}
+		ns := &corev1.Namespace{}
+		if err := r.host.Get(ctx, client.ObjectKey{Name: rsp.Namespace}, ns); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return sel.Matches(labels.Set(ns.Labels)), nil
+	}
+	return true, nil
+}
+
+// kubefedClusterChanged passes label changes and Ready flips: kubefed
+// rewrites the status on every health check.
+var kubefedClusterChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okO := e.ObjectOld.(*kubefedv1beta1.KubeFedCluster)
+	n, okN := e.ObjectNew.(*kubefedv1beta1.KubeFedCluster)
+	if !okO || !okN {
+		return true
+	}
+	return kubefedReady(o) != kubefedReady(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+}}
+
+// podChanged passes what changes a member's state for a workload: pods
+// appearing, going, being scheduled, running or being deleted.
+var podChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okO := e.ObjectOld.(*corev1.Pod)
+	n, okN := e.ObjectNew.(*corev1.Pod)
+	if !okO || !okN {
+		return true
+	}
+	return o.Status.Phase != n.Status.Phase || o.Spec.NodeName != n.Spec.NodeName ||
+		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) || scheduledReason(o) != scheduledReason(n)
+}}
+
+func scheduledReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return string(c.Status) + c.Reason
+		}
+	}
+	return ""
+}
+
+// nodeCapacityChanged drops heartbeats: only readiness, schedulability,
+// taints, labels and allocatable change the room for replicas.
+var nodeCapacityChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, okO := e.ObjectOld.(*corev1.Node)
+	n, okN := e.ObjectNew.(*corev1.Node)
+	if !okO || !okN {
+		return true
+	}
+	return nodeReady(o) != nodeReady(n) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
+}}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

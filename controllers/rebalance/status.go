@@ -1,0 +1,181 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+// StatusFieldOwner is the server-side apply field manager of
+// status.rebalances (and of the rebalance entries it merges into
+// status.recentDecisions, a list shared with node recovery: each writer
+// merges its own decisions with the recorded ones).
+const StatusFieldOwner = "fedfailover-rebalance"
+
+const (
+	maxDecisions  = 20
+	maxRebalances = 256
+)
+
+// store holds the per-RSP reports of the planning passes until the status
+// reconciler writes them to their policy; it notifies that reconciler.
+type store struct {
+	mu        sync.Mutex
+	entries   map[string]map[types.NamespacedName]v1alpha1.RebalanceStatus // by policy
+	owner     map[types.NamespacedName]string                              // RSP -> policy
+	decisions map[string][]v1alpha1.Decision
+	notify    chan event.GenericEvent
+}
+
+func newStore() *store {
+	return &store{entries: map[string]map[types.NamespacedName]v1alpha1.RebalanceStatus{},
+		owner: map[types.NamespacedName]string{}, decisions: map[string][]v1alpha1.Decision{},
+		notify: make(chan event.GenericEvent, 1024)}
+}
+
+func (s *store) poke(policy string) {
+	if policy == "" {
+		return
+	}
+	p := &v1alpha1.FailoverPolicy{}
+	p.Name = policy
+	select {
+	case s.notify <- event.GenericEvent{Object: p}:
+	default: // the queue is flooded; a pending write covers it
+	}
+}
+
+// set records an RSP's entry (or its absence, show=false) and pokes the
+// policy's status writer on a change.
+func (s *store) set(policy string, key types.NamespacedName, st v1alpha1.RebalanceStatus, show bool) {
+	s.mu.Lock()
+	var changed []string
+	if prev, ok := s.owner[key]; ok && prev != policy {
+		delete(s.entries[prev], key)
+		changed = append(changed, prev)
+	}
+	s.owner[key] = policy
+	m := s.entries[policy]
+	if m == nil {
+		m = map[types.NamespacedName]v1alpha1.RebalanceStatus{}
+		s.entries[policy] = m
+	}
+	old, had := m[key]
+	switch {
+	case show && (!had || !equalEntry(old, st)):
+		m[key] = st
+		changed = append(changed, policy)
+	case !show && had:
+		delete(m, key)
+		changed = append(changed, policy)
+	}
+	s.mu.Unlock()
+	for _, p := range changed {
+		s.poke(p)
+	}
+}
+
+func equalEntry(a, b v1alpha1.RebalanceStatus) bool {
+	return a.Shifted == b.Shifted && a.Reason == b.Reason && timeOf(a.LastChangeTime).Equal(timeOf(b.LastChangeTime))
+}
+
+func (s *store) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	policy, ok := s.owner[key]
+	delete(s.owner, key)
+	if ok {
+		delete(s.entries[policy], key)
+	}
+	s.mu.Unlock()
+	s.poke(policy)
+}
+
+func (s *store) decide(policy string, d v1alpha1.Decision) {
+	s.mu.Lock()
+	s.decisions[policy] = append([]v1alpha1.Decision{d}, s.decisions[policy]...)
+	if len(s.decisions[policy]) > maxDecisions {
+		s.decisions[policy] = s.decisions[policy][:maxDecisions]
+	}
+	s.mu.Unlock()
+	s.poke(policy)
+}
+
+func (s *store) snapshot(policy string) ([]v1alpha1.RebalanceStatus, []v1alpha1.Decision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []v1alpha1.RebalanceStatus
+	for _, st := range s.entries[policy] {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.RebalanceStatus) int {
+		return cmpString(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	if len(out) > maxRebalances {
+		out = out[:maxRebalances]
+	}
+	return out, slices.Clone(s.decisions[policy])
+}
+
+// statusReconciler writes status.rebalances and the rebalance decisions of
+// one policy.
+type statusReconciler struct {
+	client client.Client
+	store  *store
+}
+
+func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pol := &v1alpha1.FailoverPolicy{}
+	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	rebalances, decisions := r.store.snapshot(pol.Name)
+	status := v1alpha1.FailoverPolicyStatus{
+		Rebalances:      rebalances,
+		RecentDecisions: mergeDecisions(decisions, pol.Status.RecentDecisions),
+	}
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("converting status: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FailoverPolicy"))
+	u.SetName(pol.Name)
+	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(StatusFieldOwner), client.ForceOwnership); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("applying FailoverPolicy status: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// mergeDecisions keeps every recorded decision (ours and node recovery's)
+// and adds ours, newest first, without duplicates, bounded.
+func mergeDecisions(ours, recorded []v1alpha1.Decision) []v1alpha1.Decision {
+	all := append(slices.Clone(ours), recorded...)
+	slices.SortStableFunc(all, func(a, b v1alpha1.Decision) int { return b.Time.Compare(a.Time.Time) })
+	out := make([]v1alpha1.Decision, 0, maxDecisions)
+	seen := map[string]bool{}
+	for _, d := range all {
+		// Status times have second precision: compare at that precision.
+		k := fmt.Sprintf("%d|%s|%s|%s|%s", d.Time.Unix(), d.Cluster, d.Object, d.Action, d.Reason)
+		if seen[k] || len(out) == maxDecisions {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+	}
+	return out
+}

@@ -1,0 +1,50 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Rebalance metrics, maintained by controllers/rebalance.
+var (
+	// RSPWeight is the weight fedfailover last saw or wrote for a member in
+	// a managed ReplicaSchedulingPreference.
+	RSPWeight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "rsp_weight",
+		Help:      "Weight of a member cluster in a managed ReplicaSchedulingPreference.",
+	}, []string{"namespace", "rsp", ClusterLabel})
+
+	// Rebalances counts changes of managed RSPs (or, in dry-run, changes
+	// that would have been written), by planner reason.
+	Rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "rebalances_total",
+		Help:      "Changes of managed ReplicaSchedulingPreferences, by reason.",
+	}, []string{"reason"})
+
+	// MemberFreeCapacity is allocatable minus requests of non-terminal pods
+	// over the nodes eligible for the last workload planned for the member.
+	MemberFreeCapacity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "member_free_capacity",
+		Help:      "Free allocatable resources of a member cluster's eligible nodes (CPU in cores, pods as a count).",
+	}, []string{ClusterLabel, "resource"})
+
+	// RebalanceSeconds measures, per reason, the time from the onset of the
+	// problem (member unhealthy, pods Unschedulable) until every replica of
+	// the workload ran again.
+	RebalanceSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "rebalance_seconds",
+		Help:      "Time from a member failing or running out of capacity until all replicas of a workload ran again.",
+		Buckets:   []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 120, 300, 600},
+	}, []string{"reason"})
+)
+
+// DeleteRSP removes the weight series of a ReplicaSchedulingPreference that
+// is no longer managed.
+func DeleteRSP(namespace, name string) {
+	RSPWeight.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "rsp": name})
+}
+
+func init() {
+	mustRegister(RSPWeight, Rebalances, MemberFreeCapacity, RebalanceSeconds)
+}

@@ -175,4 +175,6 @@ func TestStoreNotifiesOnChangeOnly(t *testing.T) {
 	}
 }
 
-func typesKey(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func typesKey(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}

@@ -251,15 +251,17 @@ func hasOOSTaint(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
 }
 
-// nodeEvents returns the reasons of fedfailover's events about a node.
-func nodeEvents(ctx context.Context, cl client.Client, node string) ([]string, error) {
+// nodeEvents returns the reasons of fedfailover's events about a node since
+// a time (nodes are reused by the tests).
+func nodeEvents(ctx context.Context, cl client.Client, node string, since time.Time) ([]string, error) {
 	evs := &corev1.EventList{}
 	if err := cl.List(ctx, evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, e := range evs.Items {
-		if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node && e.ReportingController == noderecovery.ReportingController {
+		if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node && e.ReportingController == noderecovery.ReportingController &&
+			!e.LastTimestamp.Time.Before(since.Truncate(time.Second)) {
 			out = append(out, e.Reason)
 		}
 	}

@@ -10,14 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/internal/metrics"
 )
 
 // The node recovery tests run fedfailover's controllers in this process
@@ -53,6 +56,7 @@ func stsOnLostNode(t *testing.T, cluster, ns string) (pod *corev1.Pod, pv string
 // when the node comes back.
 func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 	ctx := t.Context()
+	testStart := time.Now()
 	const cluster, ns = "member1", "nr-sts"
 	startNodeRecovery(t)
 	pol := nrPolicy(t, "nr-sts", nil)
@@ -61,6 +65,8 @@ func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 	node := pod.Spec.NodeName
 	restoreAfter(t, cluster, node)
 
+	succeeded := metrics.NodeRecoveries.WithLabelValues(cluster, string(v1alpha1.RecoveryMethodOutOfServiceTaint), metrics.NodeRecoveryResultSucceeded)
+	before := testutil.ToFloat64(succeeded)
 	powerOff := time.Now()
 	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
 		t.Fatal(err)
@@ -101,8 +107,11 @@ func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 			return d.Reason == noderecovery.ReasonOutOfServiceTainted && d.Object == "Node/"+node
 		}), fmt.Sprintf("decisions %+v", p.Status.RecentDecisions)
 	})
+	if got := testutil.ToFloat64(succeeded) - before; got != 1 {
+		t.Errorf("fedfailover_node_recoveries_total{result=succeeded} grew by %v, want 1", got)
+	}
 	eventually(t, 10*time.Second, "events on the node", func(ctx context.Context) (bool, string) {
-		evs, err := nodeEvents(ctx, cl, node)
+		evs, err := nodeEvents(ctx, cl, node, testStart)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -138,6 +147,7 @@ func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 // everything is as before.
 func TestNodeRecoveryPartitionNoEvidence(t *testing.T) {
 	ctx := t.Context()
+	testStart := time.Now()
 	const cluster, ns = "member2", "nr-partition"
 	startNodeRecovery(t)
 	pol := nrPolicy(t, "nr-partition", nil)
@@ -197,7 +207,7 @@ func TestNodeRecoveryPartitionNoEvidence(t *testing.T) {
 		return c.Status == metav1.ConditionTrue && c.ObservedGeneration == pol.Generation &&
 			containsAll(c.Message, node, "is not being deleted"), c.Message
 	})
-	evs, err := nodeEvents(ctx, cl, node)
+	evs, err := nodeEvents(ctx, cl, node, testStart)
 	if err != nil || slices.Index(evs, noderecovery.ReasonFencingBlocked) < 0 {
 		t.Fatalf("no FencingBlocked event on %s: %v %v", node, evs, err)
 	}
@@ -229,7 +239,20 @@ func TestNodeRecoveryPartitionNoEvidence(t *testing.T) {
 		}
 		return c.Status == metav1.ConditionFalse, c.Message
 	})
-	after, _ := nodeEvents(ctx, cl, node)
+	// The member status writer and ours share the status without clobbering.
+	p, err := getPolicy(ctx, pol.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{v1alpha1.ConditionMembersConnected, v1alpha1.ConditionStormActive, v1alpha1.ConditionFencingBlocked} {
+		if meta.FindStatusCondition(p.Status.Conditions, c) == nil {
+			t.Errorf("condition %s missing from status: %+v", c, p.Status.Conditions)
+		}
+	}
+	if len(p.Status.Members) == 0 {
+		t.Errorf("status.members missing: %+v", p.Status)
+	}
+	after, _ := nodeEvents(ctx, cl, node, testStart)
 	if slices.ContainsFunc(after, func(r string) bool { return r != noderecovery.ReasonFencingBlocked }) {
 		t.Fatalf("unexpected node recovery events on a partitioned node: %v", after)
 	}
@@ -448,6 +471,7 @@ func TestNodeRecoveryPoweredOffCondition(t *testing.T) {
 // recovery, repeats no action and removes the taint when the node returns.
 func TestNodeRecoveryManagerRestart(t *testing.T) {
 	ctx := t.Context()
+	testStart := time.Now()
 	const cluster, ns = "member2", "nr-restart"
 	first := startNodeRecovery(t)
 	pol := nrPolicy(t, "nr-restart", nil)
@@ -475,7 +499,7 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 	if got := n.Annotations[noderecovery.AnnotationFencedAt]; got != fencedAt {
 		t.Fatalf("fenced-at changed from %s to %s: the action was repeated", fencedAt, got)
 	}
-	evs, err := nodeEvents(ctx, cl, node)
+	evs, err := nodeEvents(ctx, cl, node, testStart)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/connrotation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -44,6 +47,7 @@ func cachedKinds() []cachedKind {
 type connection struct {
 	cfg        *rest.Config
 	httpClient *http.Client
+	dialer     *connrotation.Dialer // every TCP connection of this member
 	cache      cache.Cache
 	client     client.Client // cached reads for cachedKinds, live otherwise
 	uncached   client.Client
@@ -63,11 +67,12 @@ type connection struct {
 // dial builds a connection and waits for its cache to sync. On error nothing
 // is left running.
 func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options) (_ *connection, err error) {
+	cfg, dialer := trackConnections(cfg)
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating HTTP client: %w", err)
 	}
-	c := &connection{cfg: cfg, httpClient: httpClient, done: make(chan struct{}),
+	c := &connection{cfg: cfg, httpClient: httpClient, dialer: dialer, done: make(chan struct{}),
 		counts: map[string]*atomic.Int64{}, watches: map[string]struct{}{}}
 	defer func() {
 		if err != nil {
@@ -158,15 +163,41 @@ type cacheSyncError struct{ msg string }
 
 func (e *cacheSyncError) Error() string { return "cache did not sync: " + e.msg }
 
-// stop stops the cache, waits for it and closes idle connections so no
-// goroutine of this connection outlives it. Never call it with a lock held:
-// it waits for the informers.
+// stop stops the cache, waits for it and closes every TCP connection to the
+// member, so no goroutine of this connection outlives it. Never call it with
+// a lock held: it waits for the informers.
 func (c *connection) stop() {
 	if c.cancel != nil {
 		c.cancel()
 		<-c.done
 	}
 	utilnet.CloseIdleConnectionsFor(c.httpClient.Transport)
+	// Idle or not: a request still in flight elsewhere must not keep the
+	// connection (and its HTTP/2 reader goroutine) alive.
+	c.dialer.CloseAll()
+}
+
+// trackConnections returns a copy of cfg whose connections all go through
+// one dialer, so stop can close them. Sharing client-go's transport cache
+// across connections is thereby avoided too.
+func trackConnections(cfg *rest.Config) (*rest.Config, *connrotation.Dialer) {
+	cfg = rest.CopyConfig(cfg)
+	base := cfg.Dial
+	if t, ok := cfg.Transport.(*http.Transport); ok {
+		t = t.Clone()
+		base = t.DialContext
+		cfg.Transport = t
+	}
+	if base == nil {
+		base = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	d := connrotation.NewDialer(base)
+	if t, ok := cfg.Transport.(*http.Transport); ok {
+		t.DialContext = d.DialContext
+	} else {
+		cfg.Dial = d.DialContext
+	}
+	return cfg, d
 }
 
 func serverVersion(ctx context.Context, cfg *rest.Config, httpClient *http.Client) (*version.Info, error) {

@@ -13,7 +13,7 @@ import (
 type observation struct {
 	// Healthy: connected and Ready in kubefed.
 	Healthy bool
-	// Running counts the workload's Running, non-terminating pods.
+	// Running counts the workload's Running, Ready, non-terminating pods.
 	Running int64
 	// Fits is capacity.Fit's estimate for the workload's pod template.
 	Fits int64
@@ -99,12 +99,19 @@ func unschedulableSince(pods []corev1.Pod) time.Time {
 	return since
 }
 
-// runningPods counts pods that run and are not being deleted.
+// runningPods counts pods that run, are Ready and are not being deleted:
+// make-before-break shrinks the others only once these serve.
 func runningPods(pods []corev1.Pod) int64 {
 	var n int64
 	for i := range pods {
-		if pods[i].Status.Phase == corev1.PodRunning && pods[i].DeletionTimestamp == nil {
-			n++
+		p := &pods[i]
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
 		}
 	}
 	return n

@@ -135,8 +135,10 @@ func TestUnschedulableSinceAndRunning(t *testing.T) {
 	}
 	deleting := pending(t0.Add(-time.Hour))
 	deleting.DeletionTimestamp = timePtr(t0)
-	running := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	pods := []corev1.Pod{pending(t0.Add(3 * time.Second)), pending(t0), deleting, running}
+	running := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	notReady := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	pods := []corev1.Pod{pending(t0.Add(3 * time.Second)), pending(t0), deleting, running, notReady}
 	if got := unschedulableSince(pods); !got.Equal(t0) {
 		t.Errorf("unschedulableSince %s, want %s", got, t0)
 	}

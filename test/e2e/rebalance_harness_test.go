@@ -1,0 +1,287 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// Short policy times so each scenario fits in about a minute.
+func rbSpec() *v1alpha1.RebalanceSpec {
+	return &v1alpha1.RebalanceSpec{
+		Enabled: true, CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
+		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true},
+	}
+}
+
+// startRebalance runs a manager with the member and rebalance controllers
+// against the lab host, as cmd/manager wires them; it stops with the test.
+func startRebalance(t *testing.T) {
+	t.Helper()
+	nrHost(t)
+	cfg, err := nrHostConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &rbLogs{}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: s, Logger: zap.New(zap.WriteTo(logs), zap.UseDevMode(true)),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	members, err := member.SetupWithManager(ctx, mgr, member.Options{ProbePeriod: 2 * time.Second, StatusRefresh: 5 * time.Second})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := rebalance.SetupWithManager(mgr, members, rebalance.Options{Resync: 5 * time.Second}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("manager did not stop within 30s")
+		}
+		if t.Failed() {
+			out := logs.String()
+			if len(out) > 30000 {
+				out = out[len(out)-30000:]
+			}
+			t.Logf("manager logs (tail):\n%s", out)
+		}
+	})
+}
+
+type rbLogs struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *rbLogs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *rbLogs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// rbPolicy creates a policy rebalancing the RSPs of one namespace.
+func rbPolicy(t *testing.T, name, ns string, mutate func(*v1alpha1.RebalanceSpec)) *v1alpha1.FailoverPolicy {
+	t.Helper()
+	spec := rbSpec()
+	if mutate != nil {
+		mutate(spec)
+	}
+	spec.ReplicaSchedulingPreferences = v1alpha1.PodScope{Namespaces: []string{ns}}
+	p := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: spec}}
+	if err := nrHost(t).Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nrHostCl.Delete(context.Background(), p); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting policy: %v", err)
+		}
+	})
+	return p
+}
+
+// federatedWorkload creates a FederatedDeployment on both members and its
+// RSP (weights 1/1), as in the kubefed-alone baseline, and deletes them
+// when the test ends.
+func federatedWorkload(t *testing.T, ns, name string, total int) {
+	t.Helper()
+	if err := theLab.ApplyYAML(t.Context(), lab.HostName, fmt.Sprintf(`
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: types.kubefed.io/v1beta1
+kind: FederatedNamespace
+metadata:
+  name: %[1]s
+  namespace: %[1]s
+spec:
+  placement:
+    clusters: [{name: member1}, {name: member2}]
+---
+apiVersion: types.kubefed.io/v1beta1
+kind: FederatedDeployment
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  placement:
+    clusters: [{name: member1}, {name: member2}]
+  template:
+    spec:
+      replicas: 0
+      selector:
+        matchLabels: {app: %[2]s}
+      template:
+        metadata:
+          labels: {app: %[2]s}
+        spec:
+          containers:
+          - name: app
+            image: %[4]s
+            resources:
+              requests: {cpu: 100m}
+---
+apiVersion: scheduling.kubefed.io/v1alpha1
+kind: ReplicaSchedulingPreference
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  targetKind: FederatedDeployment
+  totalReplicas: %[3]d
+  rebalance: true
+  clusters:
+    member1: {weight: 1}
+    member2: {weight: 1}
+`, ns, name, total, lab.PauseImage)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		host := theLab.MustClient(lab.HostName)
+		for _, k := range []struct{ gv, kind string }{
+			{"scheduling.kubefed.io/v1alpha1", "ReplicaSchedulingPreference"},
+			{"types.kubefed.io/v1beta1", "FederatedDeployment"},
+		} {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(k.gv)
+			u.SetKind(k.kind)
+			u.SetNamespace(ns)
+			u.SetName(name)
+			_ = host.Delete(context.Background(), u)
+		}
+	})
+}
+
+// memberReplicas is a member Deployment's wanted and ready replicas.
+func memberReplicas(ctx context.Context, cluster, ns, name string) (spec, ready int32, err error) {
+	cl, err := theLab.Client(cluster)
+	if err != nil {
+		return 0, 0, err
+	}
+	d := &appsv1.Deployment{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		return 0, 0, err
+	}
+	if d.Spec.Replicas != nil {
+		spec = *d.Spec.Replicas
+	}
+	return spec, d.Status.ReadyReplicas, nil
+}
+
+// split reports both members' wanted/ready replicas; ok when they match want.
+func split(ctx context.Context, ns, name string, want1, want2 int32) (bool, string) {
+	s1, r1, err1 := memberReplicas(ctx, "member1", ns, name)
+	s2, r2, err2 := memberReplicas(ctx, "member2", ns, name)
+	if err1 != nil || err2 != nil {
+		return false, fmt.Sprintf("member1: %v, member2: %v", err1, err2)
+	}
+	return s1 == want1 && r1 == want1 && s2 == want2 && r2 == want2,
+		fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2)
+}
+
+func getRSP(ctx context.Context, ns, name string) (*fedschedv1a1.ReplicaSchedulingPreference, error) {
+	r := &fedschedv1a1.ReplicaSchedulingPreference{}
+	return r, nrHostCl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r)
+}
+
+// pinnedTo reports whether the RSP pins member to exactly n replicas.
+func pinnedTo(r *fedschedv1a1.ReplicaSchedulingPreference, member string, n int64) bool {
+	p, ok := r.Spec.Clusters[member]
+	return ok && p.MaxReplicas != nil && *p.MaxReplicas == n && p.MinReplicas == n && p.Weight == n
+}
+
+// hasWeightsOnly reports whether the RSP holds exactly these weights and
+// total, without pins (the user's kind of spec).
+func hasWeightsOnly(r *fedschedv1a1.ReplicaSchedulingPreference, total int32, weights map[string]int64) bool {
+	if r.Spec.TotalReplicas != total || len(r.Spec.Clusters) != len(weights) {
+		return false
+	}
+	for n, w := range weights {
+		p, ok := r.Spec.Clusters[n]
+		if !ok || p.Weight != w || p.MinReplicas != 0 || p.MaxReplicas != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func rspString(r *fedschedv1a1.ReplicaSchedulingPreference) string {
+	s := fmt.Sprintf("total %d:", r.Spec.TotalReplicas)
+	for _, n := range []string{"member1", "member2"} {
+		p := r.Spec.Clusters[n]
+		max := "-"
+		if p.MaxReplicas != nil {
+			max = fmt.Sprint(*p.MaxReplicas)
+		}
+		s += fmt.Sprintf(" %s{w%d min%d max%s}", n, p.Weight, p.MinReplicas, max)
+	}
+	return s
+}
+
+// readyTotal sums ready replicas over both members (0 for an unreachable one).
+func readyTotal(ctx context.Context, ns, name string) int32 {
+	var total int32
+	for _, m := range []string{"member1", "member2"} {
+		if _, r, err := memberReplicas(ctx, m, ns, name); err == nil {
+			total += r
+		}
+	}
+	return total
+}
+
+func rebalanceResult(t *testing.T, name string, d time.Duration) {
+	t.Helper()
+	t.Logf("%s took %.1fs", name, d.Seconds())
+	fmt.Printf("REBALANCE %s seconds=%.1f\n", name, d.Seconds())
+}

@@ -1,0 +1,135 @@
+//go:build e2e
+
+// Package lab tests member connections on the local federation: real
+// kube-apiservers, kwok nodes, kubefed joined with the real kubefedctl and
+// Cluster API Machines played by the lab.
+package lab
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
+	if err := lab.CheckBinaries(lab.DefaultBinDir()); err != nil {
+		t.Fatalf("lab binaries missing (run `make tools`): %v", err)
+	}
+	ctx := context.Background()
+	const nodes = 3
+	l, err := lab.Up(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Members: 2, Nodes: nodes, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("starting the lab: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Down(context.Background()); err != nil {
+			t.Errorf("lab teardown: %v", err)
+		}
+	})
+
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: l.Kubeconfig()},
+		&clientcmd.ConfigOverrides{CurrentContext: lab.HostName}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Logger: zap.New(zap.UseDevMode(true)),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	members, err := member.SetupWithManager(mctx, mgr, member.Options{Namespace: lab.KubefedNS,
+		ProbePeriod: 2 * time.Second, RetryPeriod: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	for _, m := range l.Members() {
+		poll(t, 30*time.Second, m+" connected with its nodes cached", func() error {
+			r, err := members.GetReader(ctx, m)
+			if err != nil {
+				return err
+			}
+			var list corev1.NodeList
+			if err := r.List(ctx, &list); err != nil {
+				return err
+			}
+			if len(list.Items) != nodes {
+				return errors.New("nodes not all cached yet")
+			}
+			return nil
+		})
+		for j := 1; j <= nodes; j++ {
+			node := lab.NodeName(m, j)
+			want, err := l.Machine(ctx, node)
+			if err != nil {
+				t.Fatalf("lab Machine of %s: %v", node, err)
+			}
+			poll(t, 10*time.Second, "Machine of "+node, func() error {
+				got, err := members.MachineForNode(ctx, m, node)
+				if err != nil {
+					return err
+				}
+				if got.Namespace != want.Namespace || got.Name != want.Name {
+					return errors.New("got " + got.Namespace + "/" + got.Name + ", want " + want.Namespace + "/" + want.Name)
+				}
+				return nil
+			})
+		}
+	}
+
+	// kubefedctl unjoin tears the connection down.
+	gone := l.Members()[1]
+	if _, err := l.Kubefedctl(ctx, "unjoin", gone, "--cluster-context="+gone); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, gone+" torn down", func() error {
+		if members.Connected(gone) {
+			return errors.New("still connected")
+		}
+		return nil
+	})
+	if !members.Connected(l.Members()[0]) {
+		t.Errorf("%s disconnected by the unjoin of %s", l.Members()[0], gone)
+	}
+}
+
+func poll(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,10 +1,12 @@
 package noderecovery
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -212,4 +214,15 @@ func TestMergeDecisions(t *testing.T) {
 
 func fencingState(active bool, ended time.Time) fencing.StormState {
 	return fencing.StormState{Active: active, EndedAt: ended}
+}
+
+func TestOrphanNodes(t *testing.T) {
+	v := &memberView{
+		nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}},
+		pods:  map[string][]*corev1.Pod{"a": nil, "gone": nil},
+		vas:   map[string][]*storagev1.VolumeAttachment{"gone": nil, "gone2": nil, "a": nil},
+	}
+	if got := orphanNodes(v); !slices.Equal(got, []string{"gone", "gone2"}) {
+		t.Fatalf("orphans %v", got)
+	}
 }

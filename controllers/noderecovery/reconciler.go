@@ -106,6 +106,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		next.at(after)
 	}
+	for _, name := range orphanNodes(v) {
+		st, after, err := r.reconcileOrphan(ctrl.LoggerInto(ctx, log.WithValues("node", name)), v, name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deleted node %s: %w", name, err))
+		}
+		if st != nil {
+			rep.Recoveries = append(rep.Recoveries, *st)
+		}
+		next.at(after)
+	}
 	r.store.publish(v.cluster, rep)
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err

@@ -508,3 +508,100 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 	}
 	restoreAndWaitClean(t, cl, node)
 }
+
+// Case 7: dryRun decides and reports, and changes nothing.
+func TestNodeRecoveryDryRun(t *testing.T) {
+	ctx := t.Context()
+	testStart := time.Now()
+	const cluster = "member1"
+	startNodeRecovery(t)
+	pol := nrPolicy(t, "nr-dryrun", nil)
+	host := nrHost(t)
+	patch := client.MergeFrom(pol.DeepCopy())
+	pol.Spec.DryRun = true
+	if err := host.Patch(ctx, pol, patch); err != nil {
+		t.Fatal(err)
+	}
+	cl := theLab.MustClient(cluster)
+	node := lab.NodeName(cluster, 1)
+	restoreAfter(t, cluster, node)
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	untouched := func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if hasOOSTaint(n) || n.Annotations[noderecovery.AnnotationAction] != "" {
+			return false, "dry run changed the node"
+		}
+		return true, ""
+	}
+	eventually(t, 60*time.Second, "dry-run decision reported", func(ctx context.Context) (bool, string) {
+		if ok, why := untouched(ctx); !ok {
+			t.Fatal(why)
+		}
+		p, err := getPolicy(ctx, pol.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(p.Status.RecentDecisions, func(d v1alpha1.Decision) bool {
+			return d.DryRun && d.Reason == noderecovery.ReasonWouldRecover && d.Object == "Node/"+node
+		}), fmt.Sprintf("decisions %+v", p.Status.RecentDecisions)
+	})
+	evs, err := nodeEvents(ctx, cl, node, testStart)
+	if err != nil || !slices.Equal(evs, []string{noderecovery.ReasonWouldRecover}) {
+		t.Fatalf("events %v (err %v), want one %s", evs, err, noderecovery.ReasonWouldRecover)
+	}
+	holds(t, 3*time.Second, "dry run changes nothing", untouched)
+}
+
+// Case 8: the Node object is deleted while its Machine reports the
+// infrastructure gone: nothing to taint, so its pods and attachments are
+// force-deleted (faster than pod GC's 40 s quarantine for orphaned pods).
+func TestNodeRecoveryNodeDeleted(t *testing.T) {
+	ctx := t.Context()
+	testStart := time.Now()
+	const cluster, ns = "member2", "nr-deleted"
+	startNodeRecovery(t)
+	// A notReadyFor longer than the test: only the deleted-Node path may act.
+	nrPolicy(t, "nr-deleted", func(s *v1alpha1.NodeRecoverySpec) { s.NotReadyFor = "10m" })
+	cl := theLab.MustClient(cluster)
+	pod, pv := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := theLab.Replace(ctx, node); err != nil {
+			t.Errorf("replace %s: %v", node, err)
+		}
+		if err := theLab.WaitNodeReady(ctx, cl, node, corev1.ConditionTrue, 60*time.Second); err != nil {
+			t.Errorf("replace %s: %v", node, err)
+		}
+	})
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	recovered := func(ctx context.Context) (bool, string) {
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": "db"}); err != nil {
+			return false, err.Error()
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; podReady(p) && p.Spec.NodeName != node {
+				return volumeOnlyOn(ctx, cl, pv, p.Spec.NodeName)
+			}
+		}
+		return false, fmt.Sprintf("%d pods, no replacement Ready", len(pods.Items))
+	}
+	eventually(t, 90*time.Second, "replacement Running with the volume attached only there", recovered)
+	t.Logf("recovered %.1fs after the Node was deleted", time.Since(deleted).Seconds())
+	evs, err := nodeEvents(ctx, cl, node, testStart)
+	if err != nil || !slices.Contains(evs, noderecovery.ReasonForceDeleteStarted) {
+		t.Fatalf("events %v (err %v): want %s from fedfailover", evs, err, noderecovery.ReasonForceDeleteStarted)
+	}
+}

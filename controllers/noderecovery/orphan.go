@@ -1,0 +1,86 @@
+package noderecovery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/fencing"
+)
+
+const transitionOrphan = "Orphan"
+
+// orphanNodes are node names that pods or VolumeAttachments still refer to
+// but that have no Node object any more, sorted.
+func orphanNodes(v *memberView) []string {
+	present := map[string]bool{}
+	for _, n := range v.nodes {
+		present[n.Name] = true
+	}
+	var out []string
+	for name := range v.pods {
+		if !present[name] {
+			out = append(out, name)
+		}
+	}
+	for name := range v.vas {
+		if name != "" && !present[name] && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// reconcileOrphan handles a deleted Node whose pods or attachments remain.
+// Without a Node there is nothing to taint and nowhere to keep marks: with
+// fencing evidence from its Machine (infrastructure gone), its pods and
+// attachments are force-deleted, which is idempotent; without, Kubernetes'
+// pod GC and attach-detach controller are left to it.
+func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name string) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
+	m := v.machines[name]
+	if v.policy == nil || m == nil {
+		return nil, 0, nil
+	}
+	gone := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	st := &v1alpha1.NodeRecoveryStatus{Cluster: v.cluster, Node: name, Machine: m.Namespace + "/" + m.Name,
+		Method: v1alpha1.RecoveryMethodForceDelete, AffectedPods: int32(len(inScope(v, name)))}
+	if v.suspended {
+		st.Phase, st.Message = v1alpha1.RecoveryPhaseSuspended, "Node deleted; recovery suspended in this member (storm)"
+		return st, 0, nil
+	}
+	res := fencing.Verdict(fencing.Input{Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing, Now: r.now()})
+	if !res.Fenced {
+		st.Phase, st.Message = v1alpha1.RecoveryPhaseBlocked, "Node deleted; "+res.Message()
+		if r.store.changed(v.cluster, name, transitionBlocked) {
+			r.report(ctx, v, gone, corev1.EventTypeWarning, ReasonFencingBlocked, "Block", st.Message)
+		}
+		return st, 0, nil
+	}
+	st.Phase, st.Evidence, st.Message = v1alpha1.RecoveryPhaseRecovering, res.Reason, "Node deleted; "+res.Message()
+	if r.dryRun(v) {
+		if r.store.changed(v.cluster, name, transitionDryRun) {
+			r.report(ctx, v, gone, corev1.EventTypeNormal, ReasonWouldRecover, string(v1alpha1.RecoveryMethodForceDelete),
+				"dry run: would force-delete the pods and attachments of the deleted node; "+res.Message())
+		}
+		return st, 0, nil
+	}
+	if r.store.changed(v.cluster, name, transitionOrphan) {
+		r.report(ctx, v, gone, corev1.EventTypeNormal, ReasonForceDeleteStarted, string(v1alpha1.RecoveryMethodForceDelete),
+			fmt.Sprintf("Node deleted; force-deleting its %d pods and its attachments; %s", st.AffectedPods, res.Message()))
+	}
+	p := &plan{Marks: marks{Action: v1alpha1.RecoveryMethodForceDelete}}
+	after, err := r.forceDelete(ctx, v, gone, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	if p.Message != "" {
+		st.Message += "; " + p.Message
+	}
+	return st, after, nil
+}

@@ -32,7 +32,7 @@ import (
 // Host side.
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinehealthchecks,verbs=get;list
-// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=get;patch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch

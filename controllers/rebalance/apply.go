@@ -7,7 +7,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -88,11 +87,7 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 }
 
 func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, p placement, annotations map[string]string) error {
-	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
-	if err != nil {
-		return fmt.Errorf("converting placement: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": specFields(p)}}
 	u.SetGroupVersionKind(fedschedv1a1.SchemeGroupVersion.WithKind("ReplicaSchedulingPreference"))
 	u.SetNamespace(rsp.Namespace)
 	u.SetName(rsp.Name)
@@ -107,4 +102,21 @@ func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSche
 		return fmt.Errorf("applying ReplicaSchedulingPreference %s/%s: %w", rsp.Namespace, rsp.Name, err)
 	}
 	return nil
+}
+
+// specFields spells out minReplicas and weight even when zero: a field left
+// out of an apply is only removed when no other manager (the user's) also
+// owns it, so omitting a zero could leave the user's old value in place.
+// maxReplicas is left out only when unbounded; the user cannot have set it
+// on a cluster whose baseline has none.
+func specFields(p placement) map[string]any {
+	clusters := map[string]any{}
+	for n, c := range p.Clusters {
+		e := map[string]any{"minReplicas": c.MinReplicas, "weight": c.Weight}
+		if c.MaxReplicas != nil {
+			e["maxReplicas"] = *c.MaxReplicas
+		}
+		clusters[n] = e
+	}
+	return map[string]any{"totalReplicas": int64(p.TotalReplicas), "clusters": clusters}
 }

@@ -180,3 +180,19 @@ func TestStoreNotifiesOnChangeOnly(t *testing.T) {
 func typesKey(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
 }
+
+func TestSpecFieldsSpellsOutZeros(t *testing.T) {
+	got := specFields(placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+		"member1": {Weight: 1}, "member2": {MaxReplicas: ptr.To[int64](0)}}})
+	cl := got["clusters"].(map[string]any)
+	m1, m2 := cl["member1"].(map[string]any), cl["member2"].(map[string]any)
+	if _, ok := m1["maxReplicas"]; ok || m1["minReplicas"] != int64(0) || m1["weight"] != int64(1) {
+		t.Errorf("member1 %v", m1)
+	}
+	if m2["maxReplicas"] != int64(0) || m2["weight"] != int64(0) || m2["minReplicas"] != int64(0) {
+		t.Errorf("member2 %v", m2)
+	}
+	if got["totalReplicas"] != int64(6) {
+		t.Errorf("totalReplicas %v", got["totalReplicas"])
+	}
+}

@@ -184,6 +184,7 @@ func TestBadCredentialsAndRecovery(t *testing.T) {
 	}
 
 	// Token rotated to garbage: the Secret change reconnects, and fails.
+	tokens.add("not-a-valid-token")
 	setToken(t, f, b, "not-a-valid-token")
 	h.waitState(t, 10*time.Second, "beta", false, member.ReasonUnauthorized)
 	alphaWorks()
@@ -238,7 +239,13 @@ func TestBadCredentialsAndRecovery(t *testing.T) {
 		return wantCondition(p, metav1.ConditionTrue, member.ReasonAllConnected)
 	})
 
-	// No token anywhere users look: status and events (logs: see startManager).
+	// The failures were logged (so the token check of startManager's
+	// cleanup looks at real error lines), and no token is anywhere users look.
+	for _, want := range []string{member.ReasonUnauthorized, member.ReasonForbidden, member.ReasonTLSError, member.ReasonUnreachable} {
+		if !strings.Contains(h.logs.String(), `"reason":"`+want+`"`) {
+			t.Errorf("no log line with reason %s", want)
+		}
+	}
 	var p v1alpha1.FailoverPolicy
 	must(t, f.host.Get(ctx, client.ObjectKeyFromObject(pol), &p))
 	seen := []string{p.Status.Conditions[0].Message}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -118,18 +119,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 	if err := r.ensureWatches(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
 		return observation{}, err
 	}
-	rd, err := r.members.GetReader(ctx, cluster)
+	nodes, pods, err := r.readMember(ctx, cluster)
 	if err != nil {
-		return observation{}, nil
-	}
-	var nodes corev1.NodeList
-	var pods corev1.PodList
-	// Read-only use of the cache: no deep copies of every Pod and Node.
-	if err := rd.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return observation{}, nil
-	}
-	if err := rd.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return observation{}, nil
+		// Unreadable counts as unhealthy: its replicas move once that lasts
+		// clusterFailedAfter.
+		ctrl.LoggerFrom(ctx).V(1).Info("Member unreadable; counted unhealthy", "error", err.Error())
+		return observation{}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
 	}
 	var mine []corev1.Pod
 	for i := range pods.Items {
@@ -147,6 +142,24 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 	}
 	return observation{Healthy: true, Running: runningPods(mine), Fits: est.Replicas,
 		UnschedulableSince: unschedulableSince(mine)}, nil
+}
+
+// readMember lists the member's Nodes and Pods from its cache. Read-only
+// use: no deep copies of every Pod and Node.
+func (r *Reconciler) readMember(ctx context.Context, cluster string) (*corev1.NodeList, *corev1.PodList, error) {
+	rd, err := r.members.GetReader(ctx, cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	var nodes corev1.NodeList
+	var pods corev1.PodList
+	if err := rd.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	if err := rd.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	return &nodes, &pods, nil
 }
 
 // sortedKeys returns a map's keys in order, so every pass is deterministic.

@@ -15,6 +15,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -604,4 +605,51 @@ func TestNodeRecoveryNodeDeleted(t *testing.T) {
 	if err != nil || !slices.Contains(evs, noderecovery.ReasonForceDeleteStarted) {
 		t.Fatalf("events %v (err %v): want %s from fedfailover", evs, err, noderecovery.ReasonForceDeleteStarted)
 	}
+}
+
+// Case 9: with requestMachineDeletion, a lost node without evidence gets its
+// Machine deleted by fedfailover; once the infrastructure provider (played
+// by the test: no Cluster API controllers run in the lab) reports the
+// infrastructure gone, the node is fenced and recovered.
+func TestNodeRecoveryRequestsMachineDeletion(t *testing.T) {
+	ctx := t.Context()
+	testStart := time.Now()
+	const cluster, ns = "member1", "nr-mdel"
+	startNodeRecovery(t)
+	pol := nrPolicy(t, "nr-mdel", func(s *v1alpha1.NodeRecoverySpec) { s.Fencing.RequestMachineDeletion = true })
+	cl := theLab.MustClient(cluster)
+	host := theLab.MustClient(lab.HostName)
+	pod, pv := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceNone); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "Machine deleted by fedfailover, provider reports infrastructure gone", func(ctx context.Context) (bool, string) {
+		m, err := theLab.Machine(ctx, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if m.DeletionTimestamp == nil {
+			return false, "Machine not being deleted"
+		}
+		if c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition); c != nil &&
+			c.Status == metav1.ConditionFalse && c.Reason == clusterv1.MachineInfrastructureDeletedReason {
+			return true, ""
+		}
+		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: clusterv1.MachineInfrastructureReadyCondition,
+			Status: metav1.ConditionFalse, Reason: clusterv1.MachineInfrastructureDeletedReason, Message: "KwokMachine deleted",
+			ObservedGeneration: m.Generation})
+		if err := host.Status().Update(ctx, m); err != nil {
+			return false, err.Error()
+		}
+		return false, "infrastructure condition written"
+	})
+	waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
+	waitRecovered(t, cl, pol.Name, cluster, ns, "db", pv, node, 90*time.Second)
+	evs, err := nodeEvents(ctx, cl, node, testStart)
+	if err != nil || countOf(evs, noderecovery.ReasonMachineDeletionAsked) != 1 {
+		t.Fatalf("events %v (err %v): want one %s", evs, err, noderecovery.ReasonMachineDeletionAsked)
+	}
+	restoreAndWaitClean(t, cl, node)
 }

@@ -28,7 +28,7 @@ func main() {
 	// The lab's clients log nothing worth showing; silence controller-runtime.
 	ctrllog.SetLogger(logr.Discard())
 	if err := rootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		_, _ = fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
@@ -100,7 +100,7 @@ func runSupervisor(ctx context.Context, o lab.Options, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	o.Logf = func(format string, args ...any) {
-		fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		_, _ = fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	l, err := lab.Up(ctx, o)
 	if err != nil {
@@ -109,12 +109,12 @@ func runSupervisor(ctx context.Context, o lab.Options, out io.Writer) error {
 	if s, err := l.Status(); err == nil {
 		s.Print(out)
 	}
-	fmt.Fprintf(out, "\nexport KUBECONFIG=%s   # contexts: host, %v\n", l.Kubeconfig(), l.Members())
+	_, _ = fmt.Fprintf(out, "\nexport KUBECONFIG=%s   # contexts: host, %v\n", l.Kubeconfig(), l.Members())
 	if os.Getenv(detachedEnv) == "" {
-		fmt.Fprintln(out, "lab running; press Ctrl-C to stop it")
+		_, _ = fmt.Fprintln(out, "lab running; press Ctrl-C to stop it")
 	}
 	<-ctx.Done()
-	fmt.Fprintln(out, "stopping the lab")
+	_, _ = fmt.Fprintln(out, "stopping the lab")
 	return l.Down(context.Background())
 }
 
@@ -129,7 +129,7 @@ func runDetached(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }()
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -153,13 +153,16 @@ func runDetached(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer reader.Close()
+	defer func() { _ = reader.Close() }()
 	for {
 		_, _ = io.Copy(os.Stdout, reader)
 		select {
 		case err := <-exited:
 			_, _ = io.Copy(os.Stdout, reader)
-			return fmt.Errorf("lab supervisor exited: %v", err)
+			if err == nil {
+				return errors.New("lab supervisor exited before the lab was ready")
+			}
+			return fmt.Errorf("lab supervisor exited before the lab was ready: %w", err)
 		case <-time.After(300 * time.Millisecond):
 		}
 		if st, err := lab.LoadState(dir); err == nil && st.Ready && st.SupervisorPID == child.Process.Pid {
@@ -180,7 +183,7 @@ func downCmd(dir *string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := lab.Open(*dir)
 			if errors.Is(err, lab.ErrNoLab) {
-				fmt.Fprintln(cmd.OutOrStdout(), "no lab running in", *dir)
+				_, _ = fmt.Fprintln(cmd.OutOrStdout(), "no lab running in", *dir)
 				return os.RemoveAll(*dir)
 			}
 			if err != nil {
@@ -189,7 +192,7 @@ func downCmd(dir *string) *cobra.Command {
 			if err := l.Down(cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "lab stopped and", *dir, "removed")
+			_, _ = fmt.Fprintln(cmd.OutOrStdout(), "lab stopped and", *dir, "removed")
 			return nil
 		},
 	}
@@ -250,7 +253,7 @@ func nodeCmd(name, short string, open func() (*lab.Lab, error), withEvidence boo
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: done\n", name, node)
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%s %s: done\n", name, node)
 			return nil
 		},
 	}
@@ -286,7 +289,7 @@ func clusterCmd(name, short string, open func() (*lab.Lab, error)) *cobra.Comman
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: done\n", name, c)
+			_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%s %s: done\n", name, c)
 			return nil
 		},
 	}

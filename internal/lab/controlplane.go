@@ -192,7 +192,7 @@ func httpGetOK(ctx context.Context, hc *http.Client, url, want string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 		return fmt.Errorf("%s: %d %s", url, resp.StatusCode, body)

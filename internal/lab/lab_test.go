@@ -95,7 +95,7 @@ func TestPortInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	port := l.Addr().(*net.TCPAddr).Port
 	err = NewPortAllocator().Claim(port)
 	if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), strconv.Itoa(port)) {
@@ -206,7 +206,7 @@ func TestStateRoundTrip(t *testing.T) {
 	if c, n := got.NodeCluster("member1-node-1"); c == nil || n == nil || c.Name != "member1" {
 		t.Fatalf("NodeCluster lookup failed")
 	}
-	if _, err := LoadState(t.TempDir()); err != ErrNoLab {
+	if _, err := LoadState(t.TempDir()); !errors.Is(err, ErrNoLab) {
 		t.Fatalf("LoadState(empty) = %v, want ErrNoLab", err)
 	}
 }

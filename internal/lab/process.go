@@ -69,7 +69,7 @@ func rssBytes(pid int) int64 {
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
@@ -96,8 +96,8 @@ func startProc(p *Proc, owned bool) error {
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	fmt.Fprintf(logf, "\n=== %s starting %s %s\n", time.Now().Format(time.RFC3339), p.Binary, strings.Join(p.Args, " "))
+	defer func() { _ = logf.Close() }()
+	_, _ = fmt.Fprintf(logf, "\n=== %s starting %s %s\n", time.Now().Format(time.RFC3339), p.Binary, strings.Join(p.Args, " "))
 	cmd := exec.Command(p.Binary, p.Args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), p.Env...)
@@ -197,7 +197,7 @@ func waitReady(ctx context.Context, p *Proc, timeout time.Duration, check func(c
 		select {
 		case <-ctx.Done():
 			return &ComponentError{Proc: p.Key(), Log: p.Log, Tail: logTail(p.Log, 25),
-				Problem: fmt.Errorf("not ready after %s: %v", timeout, last)}
+				Problem: fmt.Errorf("not ready after %s: %w", timeout, last)}
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

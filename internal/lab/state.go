@@ -146,7 +146,7 @@ func withStateLock(dir string, fn func() error) error {
 	if err != nil {
 		return fmt.Errorf("open state lock: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("lock state: %w", err)
 	}

@@ -73,25 +73,27 @@ func MiB(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 // Print writes a human-readable status table.
 func (s *LabStatus) Print(w io.Writer) {
-	fmt.Fprintf(w, "lab %s (supervisor pid %d %s, ready=%v, startup %.1fs)\nkubeconfig: %s\n\n",
+	// Output errors are not actionable for a status table.
+	pf := func(w io.Writer, f string, a ...any) { _, _ = fmt.Fprintf(w, f, a...) }
+	pf(w, "lab %s (supervisor pid %d %s, ready=%v, startup %.1fs)\nkubeconfig: %s\n\n",
 		s.Dir, s.SupervisorPID, s.SupervisorState, s.Ready, s.StartupSecs, s.Kubeconfig)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tROLE\tAPI\tNODES\tRSS")
+	pf(tw, "CLUSTER\tROLE\tAPI\tNODES\tRSS\n")
 	for _, c := range s.Clusters {
-		fmt.Fprintf(tw, "%s\t%s\thttps://127.0.0.1:%d\t%d\t%s\n", c.Name, c.Role, c.APIPort, c.Nodes, MiB(c.RSS))
+		pf(tw, "%s\t%s\thttps://127.0.0.1:%d\t%d\t%s\n", c.Name, c.Role, c.APIPort, c.Nodes, MiB(c.RSS))
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t%s\n", MiB(s.TotalRSS))
+	pf(tw, "total\t\t\t\t%s\n", MiB(s.TotalRSS))
 	_ = tw.Flush()
-	fmt.Fprintln(w)
+	pf(w, "\n")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS\tPID\tPORT\tSTATE\tRSS")
+	pf(tw, "PROCESS\tPID\tPORT\tSTATE\tRSS\n")
 	for _, c := range s.Clusters {
 		for _, p := range c.Procs {
 			port := "-"
 			if p.Port > 0 {
 				port = fmt.Sprint(p.Port)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Key, p.PID, port, p.State, MiB(p.RSS))
+			pf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Key, p.PID, port, p.State, MiB(p.RSS))
 		}
 	}
 	_ = tw.Flush()

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -117,6 +118,10 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
+	}
+
+	if _, err := member.SetupWithManager(ctx, mgr, member.Options{Namespace: o.kubefedNamespace}); err != nil {
+		return fmt.Errorf("setting up member clusters: %w", err)
 	}
 
 	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fedfailover/fedfailover/internal/paths"
 	"github.com/fedfailover/fedfailover/internal/testenv"
 )
 
@@ -45,7 +46,12 @@ func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
 // what an operator of it relies on: probes answer, metrics refuse anonymous
 // callers, and leader election takes its Lease.
 func TestManagerServes(t *testing.T) {
-	cfg := testenv.Start(t)
+	// The manager reads KubeFedClusters and Machines, so the host needs their CRDs.
+	crds, err := paths.HostCRDFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testenv.Start(t, crds...)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	const ns = "fedfailover-system"
@@ -53,6 +59,9 @@ func TestManagerServes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-federation-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	o, err := parseFlags([]string{
 		"--metrics-bind-address", freeAddr(t),
 		"--health-probe-bind-address", freeAddr(t),

@@ -12,41 +12,18 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fedfailover/fedfailover/internal/paths"
 )
 
-// RepoRoot walks up from the working directory to the directory holding go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// BinDir is where `make tools` puts kube-apiserver and etcd. KUBEBUILDER_ASSETS
-// wins when set, as envtest users expect.
-func BinDir() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, "bin"), nil
-}
+// RepoRoot and BinDir are re-exported for tests that only import testenv.
+var (
+	RepoRoot = paths.RepoRoot
+	BinDir   = paths.BinDir
+)
 
 // Environment returns an envtest environment for fedfailover's CRDs plus any
-// extra CRD directories (relative to the repository root). A missing binary
+// extra CRD files or directories (relative paths are to the repository root). A missing binary
 // is an error that says how to build it: tests never skip for it.
 func Environment(extraCRDDirs ...string) (*envtest.Environment, error) {
 	root, err := RepoRoot()

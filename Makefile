@@ -118,3 +118,11 @@ test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation.
 
 .PHONY: test
 test: tools verify vet test-unit test-e2e ## Everything CI runs (except lint).
+
+##@ Benchmarks (print a table; BENCH_JSON=FILE also writes JSON)
+.PHONY: bench-members
+bench-members: $(LAB_TOOLS) ## Member cache memory and sync time at 1,000 and 2,000 kwok nodes.
+	$(call step,building fedfailover-bench)
+	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	$(call step,members benchmark)
+	@$(BIN)/fedfailover-bench members $(BENCH_ARGS)

@@ -17,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -120,8 +121,12 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	if _, err := member.SetupWithManager(ctx, mgr, member.Options{Namespace: o.kubefedNamespace}); err != nil {
+	members, err := member.SetupWithManager(ctx, mgr, member.Options{Namespace: o.kubefedNamespace})
+	if err != nil {
 		return fmt.Errorf("setting up member clusters: %w", err)
+	}
+	if err := rebalance.SetupWithManager(mgr, members, rebalance.Options{KubefedNamespace: o.kubefedNamespace}); err != nil {
+		return fmt.Errorf("setting up rebalance: %w", err)
 	}
 
 	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect)

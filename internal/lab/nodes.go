@@ -112,17 +112,20 @@ func (l *Lab) setupMember(ctx context.Context, st *State, c *ClusterState) error
 }
 
 func (l *Lab) createNode(ctx context.Context, cl client.Client, c *ClusterState, n NodeState) error {
-	node := l.nodeObject(c, n)
+	return createNodeObject(ctx, cl, c.Name, l.nodeObject(c, n))
+}
+
+func createNodeObject(ctx context.Context, cl client.Client, cluster string, node *corev1.Node) error {
 	status := node.Status
 	if err := cl.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("%s: create node %s: %w", c.Name, n.Name, err)
+		return fmt.Errorf("%s: create node %s: %w", cluster, node.Name, err)
 	}
 	// Some API server versions drop status on create; set it explicitly so
 	// kwok and the scheduler see the allocatable resources.
 	if node.Status.Allocatable.Cpu().IsZero() {
 		node.Status = status
 		if err := cl.Status().Update(ctx, node); err != nil {
-			return fmt.Errorf("%s: node %s status: %w", c.Name, n.Name, err)
+			return fmt.Errorf("%s: node %s status: %w", cluster, node.Name, err)
 		}
 	}
 	return nil

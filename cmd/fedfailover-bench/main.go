@@ -1,0 +1,31 @@
+// Command fedfailover-bench runs fedfailover's benchmarks on the local
+// federation and prints a table (median, p95 and the baseline each figure is
+// compared with). With BENCH_JSON=FILE it also writes the figures as JSON.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+func main() {
+	logger := zap.New(zap.UseDevMode(false), zap.Level(zapLevelError))
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	root := &cobra.Command{
+		Use:           "fedfailover-bench",
+		Short:         "Benchmarks of fedfailover on the local federation",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(membersCmd(), measureMemberCmd())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

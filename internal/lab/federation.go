@@ -20,15 +20,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
-)
 
-// Files inside the Go module cache that the lab installs as CRDs.
-var (
-	kubefedCRDFile = "charts/kubefed/charts/controllermanager/crds/crds.yaml"
-	capiCRDFiles   = []string{
-		"core/config/crd/bases/cluster.x-k8s.io_clusters.yaml",
-		"core/config/crd/bases/cluster.x-k8s.io_machines.yaml",
-	}
+	"github.com/fedfailover/fedfailover/internal/paths"
 )
 
 func (l *Lab) setupHost(ctx context.Context, st *State) error {
@@ -37,17 +30,9 @@ func (l *Lab) setupHost(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
-	kubefedDir, err := moduleDir(KubefedModule)
+	files, err := paths.HostCRDFiles()
 	if err != nil {
 		return err
-	}
-	capiDir, err := moduleDir(ClusterAPIModule)
-	if err != nil {
-		return err
-	}
-	files := []string{filepath.Join(kubefedDir, kubefedCRDFile)}
-	for _, f := range capiCRDFiles {
-		files = append(files, filepath.Join(capiDir, f))
 	}
 	if err := installCRDs(ctx, cl, files...); err != nil {
 		return fmt.Errorf("host CRDs: %w", err)

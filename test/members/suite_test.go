@@ -7,14 +7,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +35,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/internal/paths"
 	"github.com/fedfailover/fedfailover/internal/testenv"
 )
 
@@ -112,7 +110,7 @@ func startFederation() (*federation, error) {
 	if err != nil {
 		return nil, err
 	}
-	crds, err := hostCRDs(root)
+	crds, err := hostCRDs()
 	if err != nil {
 		return nil, err
 	}
@@ -195,52 +193,27 @@ func (f *federation) stop() {
 
 // hostCRDs reads the KubeFedCluster CRD and the Cluster API Cluster and
 // Machine CRDs from the module cache; nothing is copied into the repository.
-func hostCRDs(root string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	kubefedDir, err := moduleDir(root, "list", "-m", "-json", kubefedModule)
-	if err != nil {
-		return nil, err
-	}
-	capiDir, err := moduleDir(root, "mod", "download", "-json", capiModule)
+func hostCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := paths.HostCRDFiles()
 	if err != nil {
 		return nil, err
 	}
 	var out []*apiextensionsv1.CustomResourceDefinition
-	kubefed, err := readCRDs(filepath.Join(kubefedDir, "charts/kubefed/charts/controllermanager/crds/crds.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range kubefed {
-		if c.Name == "kubefedclusters.core.kubefed.io" {
-			out = append(out, c)
-		}
-	}
-	for _, f := range []string{"cluster.x-k8s.io_clusters.yaml", "cluster.x-k8s.io_machines.yaml"} {
-		cs, err := readCRDs(filepath.Join(capiDir, "core/config/crd/bases", f))
+	for _, f := range files {
+		cs, err := readCRDs(f)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, cs...)
+		for _, c := range cs {
+			if c.Name == "kubefedclusters.core.kubefed.io" || c.Spec.Group == "cluster.x-k8s.io" {
+				out = append(out, c)
+			}
+		}
 	}
 	if len(out) != 3 {
-		return nil, fmt.Errorf("expected 3 CRDs from the module cache, found %d", len(out))
+		return nil, fmt.Errorf("expected the KubeFedCluster, Cluster and Machine CRDs from the module cache, found %d", len(out))
 	}
 	return out, nil
-}
-
-func moduleDir(root string, args ...string) (string, error) {
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	var m struct{ Dir string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go %s: no module directory in %q", strings.Join(args, " "), out)
-	}
-	return m.Dir, nil
 }
 
 func readCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

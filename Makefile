@@ -111,10 +111,14 @@ test-unit: $(BIN)/kube-apiserver $(BIN)/etcd ## Unit, fuzz-seed and envtest API 
 	$(call step,unit and envtest tests)
 	@go test $(GO_TEST_FLAGS) ./...
 
+# Packages whose tests need the local federation (build tag e2e). They run one
+# package at a time: two federations on two cores would make timings noisy.
+E2E_PKGS := ./test/e2e/... ./test/members/lab/...
+
 .PHONY: test-e2e
 test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation.
 	$(call step,end-to-end tests on the local federation)
-	@go test $(GO_TEST_FLAGS) -tags e2e -timeout 40m ./test/...
+	@go test $(GO_TEST_FLAGS) -p 1 -tags e2e -timeout 45m $(E2E_PKGS)
 
 .PHONY: test
 test: tools verify vet test-unit test-e2e ## Everything CI runs (except lint).

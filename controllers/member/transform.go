@@ -22,14 +22,17 @@ func trimMeta(m *metav1.ObjectMeta) {
 	delete(m.Annotations, lastApplied)
 }
 
-// transformPod keeps metadata, node, PVC volumes, tolerations, nodeSelector,
-// resource requests, phase and conditions.
+// transformPod keeps metadata (without annotations), node, PVC volumes,
+// tolerations, nodeSelector, resource requests, phase and the two conditions
+// decisions read (Ready, PodScheduled). Pods are most of a member's cache, so
+// every field kept here costs memory per pod.
 func transformPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil // tombstones pass through
 	}
-	trimMeta(&p.ObjectMeta)
+	p.ManagedFields = nil
+	p.Annotations = nil
 	out := &corev1.Pod{
 		TypeMeta:   p.TypeMeta,
 		ObjectMeta: p.ObjectMeta,
@@ -48,7 +51,7 @@ func transformPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{
 			Phase:      p.Status.Phase,
-			Conditions: p.Status.Conditions,
+			Conditions: decisionConditions(p.Status.Conditions),
 			Reason:     p.Status.Reason,
 		},
 	}
@@ -66,6 +69,17 @@ func transformPod(obj any) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// decisionConditions keeps Ready and PodScheduled without their messages.
+func decisionConditions(cs []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition
+	for _, c := range cs {
+		if c.Type == corev1.PodReady || c.Type == corev1.PodScheduled {
+			out = append(out, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime})
+		}
+	}
+	return out
 }
 
 func requestsOnly(cs []corev1.Container) []corev1.Container {

@@ -30,7 +30,8 @@ func TestTransformPodKeepsWhatDecisionsUse(t *testing.T) {
 			},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available"},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "c"}}},
 	}
 	out, err := transformPod(in)
@@ -38,11 +39,11 @@ func TestTransformPodKeepsWhatDecisionsUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := out.(*corev1.Pod)
-	if p.Name != "p" || p.Labels["app"] != "db" || len(p.OwnerReferences) != 1 || p.Annotations["keep"] != "me" {
+	if p.Name != "p" || p.Labels["app"] != "db" || len(p.OwnerReferences) != 1 {
 		t.Errorf("metadata lost: %+v", p.ObjectMeta)
 	}
-	if p.ManagedFields != nil || p.Annotations[lastApplied] != "" {
-		t.Error("managedFields or last-applied kept")
+	if p.ManagedFields != nil || p.Annotations != nil {
+		t.Error("managedFields or annotations kept")
 	}
 	if p.Spec.NodeName != "n1" || p.Spec.NodeSelector["zone"] != "a" || len(p.Spec.Tolerations) != 1 {
 		t.Errorf("scheduling fields lost: %+v", p.Spec)
@@ -55,7 +56,8 @@ func TestTransformPodKeepsWhatDecisionsUse(t *testing.T) {
 		p.Spec.Volumes[1].Ephemeral == nil || p.Spec.Volumes[1].Ephemeral.VolumeClaimTemplate != nil {
 		t.Errorf("volumes = %+v, want the PVC and the ephemeral volume only", p.Spec.Volumes)
 	}
-	if p.Status.Phase != corev1.PodPending || len(p.Status.Conditions) != 1 || p.Status.ContainerStatuses != nil {
+	if p.Status.Phase != corev1.PodPending || len(p.Status.Conditions) != 1 || p.Status.ContainerStatuses != nil ||
+		p.Status.Conditions[0].Reason != "Unschedulable" || p.Status.Conditions[0].Message != "" {
 		t.Errorf("status = %+v", p.Status)
 	}
 	// Tombstones pass through untouched.

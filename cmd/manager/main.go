@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -16,8 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fedfailover/fedfailover/controllers/member"
-	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/operator"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -36,6 +36,8 @@ type options struct {
 	leaderElect      bool
 	leaderElectionNS string
 	kubefedNamespace string
+	kubeconfig       string
+	kubeContext      string
 	zap              zap.Options
 }
 
@@ -49,6 +51,8 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election so only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
+	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
 	o.zap = zap.Options{Development: false}
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -65,7 +69,7 @@ func main() {
 	logger := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
-	cfg, err := ctrl.GetConfig()
+	cfg, err := hostConfig(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error: loading kubeconfig:", err)
 		os.Exit(1)
@@ -74,6 +78,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// hostConfig loads the host cluster's REST config from --kubeconfig/--context,
+// else the usual places (in-cluster, $KUBECONFIG, ~/.kube/config).
+func hostConfig(o options) (*rest.Config, error) {
+	if o.kubeconfig == "" && o.kubeContext == "" {
+		return ctrl.GetConfig()
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
 }
 
 // run builds the manager and blocks until ctx is done.
@@ -121,12 +137,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	members, err := member.SetupWithManager(ctx, mgr, member.Options{Namespace: o.kubefedNamespace})
-	if err != nil {
-		return fmt.Errorf("setting up member clusters: %w", err)
-	}
-	if err := rebalance.SetupWithManager(mgr, members, rebalance.Options{KubefedNamespace: o.kubefedNamespace}); err != nil {
-		return fmt.Errorf("setting up rebalance: %w", err)
+	if _, err := operator.Setup(ctx, mgr, operator.Options{KubefedNamespace: o.kubefedNamespace}); err != nil {
+		return err
 	}
 
 	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect)

@@ -1,0 +1,45 @@
+// Package operator wires every fedfailover controller into a manager. The
+// manager binary, the demo, the benchmarks and the end-to-end tests all use
+// it, so they run exactly the same set of controllers.
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/controllers/rebalance"
+)
+
+// Options configure the controllers. KubefedNamespace overrides the namespace
+// in each controller's own options.
+type Options struct {
+	KubefedNamespace string
+	Members          member.Options
+	NodeRecovery     noderecovery.Options
+	Rebalance        rebalance.Options
+}
+
+// Setup adds the member connections, node recovery and rebalance controllers
+// to mgr and returns the member cache.
+func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*member.Cache, error) {
+	if o.KubefedNamespace != "" {
+		o.Members.Namespace = o.KubefedNamespace
+		o.NodeRecovery.KubefedNamespace = o.KubefedNamespace
+		o.Rebalance.KubefedNamespace = o.KubefedNamespace
+	}
+	members, err := member.SetupWithManager(ctx, mgr, o.Members)
+	if err != nil {
+		return nil, fmt.Errorf("setting up member clusters: %w", err)
+	}
+	if err := noderecovery.SetupWithManager(mgr, members, o.NodeRecovery); err != nil {
+		return nil, fmt.Errorf("setting up node recovery: %w", err)
+	}
+	if err := rebalance.SetupWithManager(mgr, members, o.Rebalance); err != nil {
+		return nil, fmt.Errorf("setting up rebalance: %w", err)
+	}
+	return members, nil
+}

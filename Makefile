@@ -25,9 +25,9 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 ##@ Tools
-K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler
+K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 LAB_TOOLS := $(addprefix $(BIN)/,$(K8S_TOOLS) etcd kwok kubefed-controller-manager kubefedctl)
-DEV_TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint
+DEV_TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint $(BIN)/helm
 
 .PHONY: tools
 tools: $(LAB_TOOLS) $(DEV_TOOLS) ## Build every tool into bin/ (cached; rebuilt when a pinned version changes).
@@ -60,6 +60,10 @@ $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
 	$(call step,building golangci-lint)
 	@cd hack/tools/lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
+$(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
+	$(call step,building helm)
+	@cd hack/tools/helm && go build -o $@ helm.sh/helm/v3/cmd/helm
+
 ##@ Development
 .PHONY: generate
 generate: $(BIN)/controller-gen ## Generate deepcopy code for the API.
@@ -71,6 +75,7 @@ manifests: $(BIN)/controller-gen ## Generate the CRD and RBAC manifests.
 	$(call step,generating CRDs and RBAC)
 	@controller-gen crd rbac:roleName=fedfailover-manager paths=./api/... paths=./controllers/... paths=./cmd/manager/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@hack/sync-chart.sh
 
 .PHONY: tidy
 tidy: ## go mod tidy -e (plain tidy fails on a kubefed test-only import).
@@ -120,8 +125,21 @@ test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation.
 	$(call step,end-to-end tests on the local federation)
 	@go test $(GO_TEST_FLAGS) -p 1 -tags e2e -timeout 45m $(E2E_PKGS)
 
+.PHONY: chart-check
+chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart and config/default; fail when the chart drifts from config/.
+	$(call step,checking the chart is in sync with config/)
+	@hack/sync-chart.sh --check
+	$(call step,helm lint)
+	@helm lint --strict charts/fedfailover
+	@helm lint --strict charts/fedfailover --set metrics.serviceMonitor.enabled=true
+	$(call step,helm template)
+	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --include-crds >/dev/null
+	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --set metrics.serviceMonitor.enabled=true >/dev/null
+	$(call step,kubectl kustomize config/default)
+	@kubectl kustomize config/default >/dev/null
+
 .PHONY: test
-test: tools verify vet test-unit test-e2e ## Everything CI runs (except lint).
+test: tools verify vet chart-check test-unit test-e2e ## Everything CI runs (except lint).
 
 ##@ Benchmarks (print a table; BENCH_JSON=FILE also writes JSON)
 .PHONY: bench-members
@@ -130,3 +148,16 @@ bench-members: $(LAB_TOOLS) ## Member cache memory and sync time at 1,000 and 2,
 	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	$(call step,members benchmark)
 	@$(BIN)/fedfailover-bench members $(BENCH_ARGS)
+
+.PHONY: bench-rebalance
+bench-rebalance: $(LAB_TOOLS) ## Seconds to all replicas Running after capacity exhaustion and member failure, vs kubefed alone.
+	$(call step,building fedfailover-bench)
+	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	$(call step,rebalance benchmark)
+	@$(BIN)/fedfailover-bench rebalance $(BENCH_ARGS)
+
+##@ Demo
+.PHONY: demo
+demo: $(LAB_TOOLS) build ## Play the story on the local federation: node loss, capacity loss, failback (KEEP=1 leaves it running).
+	$(call step,running the demo on the local federation)
+	@$(BIN)/fedfailover-demo

@@ -24,6 +24,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(membersCmd(), measureMemberCmd())
+	root.AddCommand(rebalanceCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

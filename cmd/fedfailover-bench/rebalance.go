@@ -1,0 +1,707 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/bench"
+	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// The rebalance benchmark's federation: the workload is spread 1:1 over two
+// members; member2 is the one that runs out of room or fails.
+const (
+	rbWorkload   = "web"
+	rbHealthy    = "member1"
+	rbFaulty     = "member2"
+	rbSamplePace = 250 * time.Millisecond
+)
+
+// The policy the benchmark runs fedfailover with: the API defaults.
+var rbBenchPolicy = v1alpha1.RebalanceSpec{
+	Enabled: true, CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
+	Failback: v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: true},
+}
+
+// rbMeasure is one scenario run in one mode. Seconds is nil when all
+// replicas were not Running within the bound.
+type rbMeasure struct {
+	Run      int      `json:"run"`
+	Scenario string   `json:"scenario"`
+	Mode     string   `json:"mode"`
+	Seconds  *float64 `json:"seconds"`
+	MinReady int32    `json:"min_ready"`
+}
+
+type rbOptions struct {
+	runs  int
+	total int
+	bound time.Duration
+	dir   string
+}
+
+func rebalanceCmd() *cobra.Command {
+	var o rbOptions
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Time to all replicas Running after capacity exhaustion and member failure, vs kubefed alone",
+		Long: `Starts a host and two members (kubefed joined), and per run measures two
+scenarios, each once with kubefed alone (no operator) and once with the
+fedfailover member and rebalance controllers running in this process (a fresh
+manager per scenario, policy at the API defaults):
+
+  exhaustion      member2 is cordoned, then a FederatedDeployment with an RSP
+                  (weights 1:1) is created; from the first Unschedulable
+                  transition of a member2 replica until totalReplicas are Ready.
+  member failure  the workload runs split 1:1 and Ready; member2's
+                  kube-apiserver is SIGKILLed; from the kill until
+                  totalReplicas are Ready on reachable members.
+
+The Ready count (sum of the members' Deployment readyReplicas, 0 for an
+unreachable member) is sampled every 250 ms; its lowest value is reported.
+A mode that does not reach totalReplicas within --bound is reported as not
+recovered (null), never as a number.
+Goals: exhaustion >= 3x faster than kubefed alone and <= 20 s, member failure
+<= 30 s, min Ready not below kubefed alone.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.runs < 1 {
+				return fmt.Errorf("--runs must be at least 1, got %d", o.runs)
+			}
+			if o.total < 2 {
+				return fmt.Errorf("--replicas must be at least 2, got %d", o.total)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runRebalanceBench(ctx, cmd.OutOrStdout(), o)
+		},
+	}
+	cmd.Flags().IntVar(&o.runs, "runs", 3, "runs of each scenario and mode")
+	cmd.Flags().IntVar(&o.total, "replicas", 6, "totalReplicas of the benchmark workload")
+	cmd.Flags().DurationVar(&o.bound, "bound", 180*time.Second, "give up waiting for all replicas Running after this long")
+	cmd.Flags().StringVar(&o.dir, "dir", "", "lab directory (default: a temporary directory)")
+	return cmd
+}
+
+// rbBench is one benchmark session on one lab.
+type rbBench struct {
+	out     io.Writer
+	o       rbOptions
+	l       *lab.Lab
+	hostCfg *rest.Config
+	host    client.Client
+}
+
+func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err error) {
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(o.dir)
+	}
+	b := &rbBench{out: out, o: o}
+	b.progress("starting the lab (host + 2 members, 3 nodes each, kubefed)")
+	start := time.Now()
+	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 2, Nodes: 3, Logf: func(string, ...any) {}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := b.l.Down(context.Background()); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	b.progress("lab up in %s", time.Since(start).Round(time.Second))
+	if err := b.connectHost(); err != nil {
+		return err
+	}
+
+	var all []rbMeasure
+	for run := 1; run <= o.runs; run++ {
+		for _, sc := range []string{"exhaustion", "member-failure"} {
+			for _, mode := range []string{"kubefed", "fedfailover"} {
+				m, err := b.scenario(ctx, run, sc, mode)
+				if err != nil {
+					return fmt.Errorf("run %d %s (%s): %w", run, sc, mode, err)
+				}
+				secs := "not recovered"
+				if m.Seconds != nil {
+					secs = fmt.Sprintf("%.1fs", *m.Seconds)
+				}
+				b.progress("run %d/%d %-14s %-11s %s, min Ready %d/%d", run, o.runs, sc, mode, secs, m.MinReady, o.total)
+				all = append(all, m)
+			}
+		}
+		if run < o.runs {
+			// A table so far, in case the session is cut short.
+			if err := b.report(all, run); err != nil {
+				return err
+			}
+		}
+	}
+	return b.report(all, o.runs)
+}
+
+func (b *rbBench) progress(format string, args ...any) {
+	fmt.Fprintf(b.out, "==> "+format+"\n", args...)
+}
+
+// connectHost installs the FailoverPolicy CRD in the lab host and makes a
+// client that knows fedfailover's types.
+func (b *rbBench) connectHost() error {
+	st, err := b.l.State()
+	if err != nil {
+		return err
+	}
+	b.hostCfg, err = clientcmd.BuildConfigFromFlags("", st.Cluster(lab.HostName).Kubeconfig)
+	if err != nil {
+		return err
+	}
+	root, err := paths.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if _, err := envtest.InstallCRDs(b.hostCfg, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		return fmt.Errorf("installing fedfailover CRDs in the lab host: %w", err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return err
+	}
+	b.host, err = client.New(b.hostCfg, client.Options{Scheme: s})
+	return err
+}
+
+// scenario runs one scenario in one mode in its own namespace and leaves
+// the lab as it found it.
+func (b *rbBench) scenario(ctx context.Context, run int, sc, mode string) (m rbMeasure, err error) {
+	m = rbMeasure{Run: run, Scenario: sc, Mode: mode}
+	ns := fmt.Sprintf("bench-%s-%s-%d", sc, mode, run)
+	if mode == "fedfailover" {
+		op, err := startOperator(ctx, b.hostCfg)
+		if err != nil {
+			return m, err
+		}
+		defer func() {
+			if serr := op.stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
+		pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: rbBenchPolicy.DeepCopy()}}
+		pol.Spec.Rebalance.ReplicaSchedulingPreferences = v1alpha1.PodScope{Namespaces: []string{ns}}
+		if err := b.host.Create(ctx, pol); err != nil {
+			return m, err
+		}
+		defer func() {
+			if derr := b.host.Delete(context.Background(), pol); derr != nil && !apierrors.IsNotFound(derr) && err == nil {
+				err = derr
+			}
+		}()
+	}
+	defer func() {
+		if cerr := b.deleteWorkload(ns); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	switch sc {
+	case "exhaustion":
+		err = b.exhaustion(ctx, ns, &m)
+	default:
+		err = b.memberFailure(ctx, ns, &m)
+	}
+	return m, err
+}
+
+// exhaustion: member2 has no room when the workload arrives.
+func (b *rbBench) exhaustion(ctx context.Context, ns string, m *rbMeasure) error {
+	if err := b.l.ExhaustCapacity(ctx, rbFaulty, lab.ExhaustCordon); err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.l.RestoreCapacity(context.Background(), rbFaulty); err != nil {
+			b.progress("restoring %s capacity: %v", rbFaulty, err)
+		}
+	}()
+	if err := b.createWorkload(ctx, ns); err != nil {
+		return err
+	}
+	// The onset is the scheduler's verdict on member2's replicas; sampling
+	// starts once member1's own share serves, so the dip reported is the
+	// exhaustion's, not the workload's start.
+	var since time.Time
+	err := rbPoll(ctx, 90*time.Second, "member2 replicas Unschedulable and member1's share Ready", func(ctx context.Context) (bool, string, error) {
+		if since.IsZero() {
+			s, err := b.unschedulableSince(ctx, ns)
+			if err != nil {
+				return false, "", err
+			}
+			since = s
+		}
+		_, r1, err := b.memberReplicas(ctx, rbHealthy, ns)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, "", err
+		}
+		return !since.IsZero() && r1 >= int32(b.o.total/2), fmt.Sprintf("unschedulable since %v, member1 ready %d", since, r1), nil
+	})
+	if err != nil {
+		return err
+	}
+	return b.waitAllReady(ctx, ns, "", since, m)
+}
+
+// memberFailure: member2's API server dies under a running workload.
+func (b *rbBench) memberFailure(ctx context.Context, ns string, m *rbMeasure) error {
+	if err := b.createWorkload(ctx, ns); err != nil {
+		return err
+	}
+	half := int32(b.o.total / 2)
+	err := rbPoll(ctx, 90*time.Second, "replicas split and Ready", func(ctx context.Context) (bool, string, error) {
+		s1, r1, err1 := b.memberReplicas(ctx, rbHealthy, ns)
+		s2, r2, err2 := b.memberReplicas(ctx, rbFaulty, ns)
+		if err1 != nil || err2 != nil {
+			return false, fmt.Sprintf("member1: %v, member2: %v", err1, err2), nil
+		}
+		return s1 == half && r1 == half && s2 == int32(b.o.total)-half && r2 == s2,
+			fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2), nil
+	})
+	if err != nil {
+		return err
+	}
+	killed := time.Now()
+	if err := b.l.KillAPIServer(rbFaulty); err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.reviveFaulty(context.Background()); err != nil {
+			b.progress("restarting %s: %v", rbFaulty, err)
+		}
+	}()
+	return b.waitAllReady(ctx, ns, rbFaulty, killed, m)
+}
+
+// waitAllReady samples the Ready count until it reaches totalReplicas or
+// the bound passes (then Seconds stays nil). down is the member whose API
+// server is dead (its replicas count 0); a failed read of another member
+// (a slow machine) drops the sample rather than counting a false dip.
+func (b *rbBench) waitAllReady(ctx context.Context, ns, down string, onset time.Time, m *rbMeasure) error {
+	m.MinReady = math.MaxInt32
+	deadline := time.Now().Add(b.o.bound)
+	tick := time.NewTicker(rbSamplePace)
+	defer tick.Stop()
+	for {
+		ready, ok := b.readyTotal(ctx, ns, down)
+		if ok {
+			m.MinReady = min(m.MinReady, ready)
+		}
+		if ok && ready >= int32(b.o.total) {
+			s := time.Since(onset).Seconds()
+			m.Seconds = &s
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// readyTotal sums the members' ready replicas; the member that is down
+// counts 0. ok is false when another member could not be read.
+func (b *rbBench) readyTotal(ctx context.Context, ns, down string) (total int32, ok bool) {
+	for _, c := range []string{rbHealthy, rbFaulty} {
+		if c == down {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, r, err := b.memberReplicas(sctx, c, ns)
+		cancel()
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, false
+		}
+		total += r
+	}
+	return total, true
+}
+
+func (b *rbBench) memberReplicas(ctx context.Context, cluster, ns string) (spec, ready int32, err error) {
+	cl, err := b.l.Client(cluster)
+	if err != nil {
+		return 0, 0, err
+	}
+	d := &appsv1.Deployment{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbWorkload}, d); err != nil {
+		return 0, 0, err
+	}
+	if d.Spec.Replicas != nil {
+		spec = *d.Spec.Replicas
+	}
+	return spec, d.Status.ReadyReplicas, nil
+}
+
+// unschedulableSince is the earliest Unschedulable transition of the
+// workload's pods in member2 (zero: none yet).
+func (b *rbBench) unschedulableSince(ctx context.Context, ns string) (time.Time, error) {
+	cl, err := b.l.Client(rbFaulty)
+	if err != nil {
+		return time.Time{}, err
+	}
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		return time.Time{}, err
+	}
+	var since time.Time
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+				(since.IsZero() || c.LastTransitionTime.Time.Before(since)) {
+				since = c.LastTransitionTime.Time
+			}
+		}
+	}
+	return since, nil
+}
+
+// reviveFaulty restarts member2's API server and waits until kubefed sees
+// it Ready again, so the next scenario starts from a healthy federation.
+func (b *rbBench) reviveFaulty(ctx context.Context) error {
+	if err := b.l.RestartAPIServer(ctx, rbFaulty); err != nil {
+		return err
+	}
+	return rbPoll(ctx, 2*time.Minute, "KubeFedCluster member2 Ready", func(ctx context.Context) (bool, string, error) {
+		k := &kubefedv1beta1.KubeFedCluster{}
+		if err := b.host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: rbFaulty}, k); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, c := range k.Status.Conditions {
+			if c.Type == "Ready" && c.Status == corev1.ConditionTrue {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", k.Status.Conditions), nil
+	})
+}
+
+// createWorkload creates a FederatedDeployment on both members with an RSP
+// spreading totalReplicas 1:1, as the kubefed baseline test does.
+func (b *rbBench) createWorkload(ctx context.Context, ns string) error {
+	return b.l.ApplyYAML(ctx, lab.HostName, fmt.Sprintf(`
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: %[1]s
+---
+apiVersion: types.kubefed.io/v1beta1
+kind: FederatedNamespace
+metadata:
+  name: %[1]s
+  namespace: %[1]s
+spec:
+  placement:
+    clusters: [{name: member1}, {name: member2}]
+---
+apiVersion: types.kubefed.io/v1beta1
+kind: FederatedDeployment
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  placement:
+    clusters: [{name: member1}, {name: member2}]
+  template:
+    spec:
+      replicas: 0
+      selector:
+        matchLabels: {app: %[2]s}
+      template:
+        metadata:
+          labels: {app: %[2]s}
+        spec:
+          containers:
+          - name: app
+            image: %[4]s
+            resources:
+              requests: {cpu: 100m}
+---
+apiVersion: scheduling.kubefed.io/v1alpha1
+kind: ReplicaSchedulingPreference
+metadata:
+  name: %[2]s
+  namespace: %[1]s
+spec:
+  targetKind: FederatedDeployment
+  totalReplicas: %[3]d
+  rebalance: true
+  clusters:
+    member1: {weight: 1}
+    member2: {weight: 1}
+`, ns, rbWorkload, b.o.total, lab.PauseImage))
+}
+
+// deleteWorkload deletes the RSP and the FederatedDeployment and waits (a
+// bounded while) for kubefed to remove the member Deployments, so their
+// pods do not weigh on the next scenario.
+func (b *rbBench) deleteWorkload(ns string) error {
+	ctx := context.Background()
+	for _, k := range []struct{ gv, kind string }{
+		{"scheduling.kubefed.io/v1alpha1", "ReplicaSchedulingPreference"},
+		{"types.kubefed.io/v1beta1", "FederatedDeployment"},
+	} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(k.gv)
+		u.SetKind(k.kind)
+		u.SetNamespace(ns)
+		u.SetName(rbWorkload)
+		if err := b.host.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	err := rbPoll(ctx, 30*time.Second, "member Deployments deleted", func(ctx context.Context) (bool, string, error) {
+		for _, c := range []string{rbHealthy, rbFaulty} {
+			if _, _, err := b.memberReplicas(ctx, c, ns); !apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("%s: %v", c, err), nil
+			}
+		}
+		return true, "", nil
+	})
+	if err == nil {
+		return nil
+	}
+	// kubefed does not always remove what it propagated to a member that was
+	// down meanwhile: delete the leftovers directly.
+	for _, c := range []string{rbHealthy, rbFaulty} {
+		cl, err := b.l.Client(c)
+		if err != nil {
+			return err
+		}
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rbWorkload}}
+		if err := cl.Delete(ctx, d); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting leftover Deployment in %s: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// rbOperator is fedfailover's member and rebalance controllers in this
+// process, wired as cmd/manager wires them.
+type rbOperator struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startOperator(ctx context.Context, cfg *rest.Config) (*rbOperator, error) {
+	s, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// A fresh manager per scenario reuses the controller names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithCancel(ctx)
+	members, err := member.SetupWithManager(octx, mgr, member.Options{Namespace: lab.KubefedNS})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := rebalance.SetupWithManager(mgr, members, rebalance.Options{KubefedNamespace: lab.KubefedNS}); err != nil {
+		cancel()
+		return nil, err
+	}
+	op := &rbOperator{cancel: cancel, done: make(chan error, 1)}
+	go func() { op.done <- mgr.Start(octx) }()
+	// Measure the operator at work, not its start: wait for both members.
+	err = rbPoll(ctx, 90*time.Second, "operator connected to both members", func(context.Context) (bool, string, error) {
+		select {
+		case err := <-op.done:
+			return false, "", fmt.Errorf("manager stopped: %w", err)
+		default:
+		}
+		c := members.ConnectedClusters()
+		return slices.Contains(c, rbHealthy) && slices.Contains(c, rbFaulty), fmt.Sprintf("connected %v", c), nil
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return op, nil
+}
+
+func (o *rbOperator) stop() error {
+	o.cancel()
+	select {
+	case err := <-o.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("manager: %w", err)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("manager did not stop within 30s")
+	}
+}
+
+// rbPoll polls cond every 250 ms until it holds, fails, or timeout passes.
+func rbPoll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		ok, why, err := cond(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("waiting for %s: %w", what, err)
+			}
+			return fmt.Errorf("timed out after %s waiting for %s; last: %s", timeout, what, last)
+		case <-time.After(rbSamplePace):
+		}
+	}
+}
+
+// rbSummary is one scenario and mode over all runs.
+type rbSummary struct {
+	median, p95 *float64
+	recovered   int
+	minReady    int32
+}
+
+func summarize(all []rbMeasure, sc, mode string) rbSummary {
+	var secs []float64
+	s := rbSummary{minReady: math.MaxInt32}
+	n := 0
+	for _, m := range all {
+		if m.Scenario != sc || m.Mode != mode {
+			continue
+		}
+		n++
+		s.minReady = min(s.minReady, m.MinReady)
+		if m.Seconds != nil {
+			secs = append(secs, *m.Seconds)
+		}
+	}
+	s.recovered = len(secs)
+	// A median over only the runs that recovered would hide the others.
+	if n > 0 && len(secs) == n {
+		s.median, s.p95 = ptr.To(round1(bench.Median(secs))), ptr.To(round1(bench.P95(secs)))
+	}
+	return s
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+func fmtSecs(v *float64, recovered, runs int) string {
+	if v == nil {
+		return fmt.Sprintf("not recovered (%d/%d runs)", recovered, runs)
+	}
+	return bench.Seconds(*v)
+}
+
+func (b *rbBench) report(all []rbMeasure, runs int) error {
+	exF, exK := summarize(all, "exhaustion", "fedfailover"), summarize(all, "exhaustion", "kubefed")
+	mfF, mfK := summarize(all, "member-failure", "fedfailover"), summarize(all, "member-failure", "kubefed")
+	speedup := func(f, k rbSummary) *float64 {
+		if f.median == nil || k.median == nil || *f.median <= 0 {
+			return nil
+		}
+		return ptr.To(math.Round(*k.median / *f.median * 100) / 100)
+	}
+	exSpeed, mfSpeed := speedup(exF, exK), speedup(mfF, mfK)
+	fmtSpeed := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", *v)
+	}
+	row := func(name string, f, k rbSummary, sp *float64) []string {
+		return []string{name,
+			fmtSecs(f.median, f.recovered, runs), fmtSecs(f.p95, f.recovered, runs),
+			fmtSecs(k.median, k.recovered, runs), fmtSecs(k.p95, k.recovered, runs),
+			fmtSpeed(sp),
+			fmt.Sprintf("%d/%d", f.minReady, b.o.total), fmt.Sprintf("%d/%d", k.minReady, b.o.total)}
+	}
+	fmt.Fprintln(b.out)
+	fmt.Fprintf(b.out, "rebalance benchmark: %d of %d run(s), totalReplicas %d, bound %s; seconds to all replicas Ready\n", runs, b.o.runs, b.o.total, b.o.bound)
+	if err := bench.Table(b.out, []string{"SCENARIO", "FEDFAILOVER S (MEDIAN)", "P95", "KUBEFED ALONE S (MEDIAN)", "P95", "SPEEDUP",
+		"MIN READY FEDFAILOVER", "MIN READY KUBEFED"}, [][]string{
+		row("capacity exhaustion", exF, exK, exSpeed),
+		row("member failure", mfF, mfK, mfSpeed),
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintln(b.out, "goals: exhaustion >= 3x faster than kubefed alone and <= 20 s; member failure <= 30 s; min Ready not below kubefed alone")
+	return bench.WriteJSON(b.out, map[string]any{
+		"benchmark":                             "rebalance",
+		"runs":                                  runs,
+		"total_replicas":                        b.o.total,
+		"bound_seconds":                         b.o.bound.Seconds(),
+		"policy":                                rbBenchPolicy,
+		"exhaustion_seconds":                    exF.median,
+		"exhaustion_seconds_p95":                exF.p95,
+		"exhaustion_seconds_kubefed":            exK.median,
+		"exhaustion_seconds_kubefed_p95":        exK.p95,
+		"exhaustion_speedup_vs_kubefed":         exSpeed,
+		"exhaustion_recovered_runs":             exF.recovered,
+		"exhaustion_kubefed_recovered_runs":     exK.recovered,
+		"member_failure_seconds":                mfF.median,
+		"member_failure_seconds_p95":            mfF.p95,
+		"member_failure_seconds_kubefed":        mfK.median,
+		"member_failure_seconds_kubefed_p95":    mfK.p95,
+		"member_failure_speedup_vs_kubefed":     mfSpeed,
+		"member_failure_recovered":              mfF.recovered == runs,
+		"member_failure_kubefed_recovered":      mfK.recovered == runs,
+		"member_failure_kubefed_recovered_runs": mfK.recovered,
+		"min_ready_fedfailover":                 min(exF.minReady, mfF.minReady),
+		"min_ready_kubefed":                     min(exK.minReady, mfK.minReady),
+		"min_ready_exhaustion_fedfailover":      exF.minReady,
+		"min_ready_exhaustion_kubefed":          exK.minReady,
+		"min_ready_member_failure_fedfailover":  mfF.minReady,
+		"min_ready_member_failure_kubefed":      mfK.minReady,
+		"measurements":                          all,
+		"sample_interval_ms":                    rbSamplePace.Milliseconds(),
+	})
+}

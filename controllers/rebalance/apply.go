@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,7 +48,9 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 	}
 	if res.Changed {
 		written := normalize(placement{TotalReplicas: res.TotalReplicas, Clusters: res.Clusters})
-		m.Applied, m.LastChange = &written, timePtr(now)
+		// The annotation keeps whole seconds: round up, so minInterval
+		// counted from it is never shorter than the policy asks.
+		m.Applied, m.LastChange = &written, timePtr(now.Add(time.Second-time.Nanosecond))
 	}
 	if !res.Changed && rsp.Annotations[AnnotationState] == m.encode() {
 		return nil

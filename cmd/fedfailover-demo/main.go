@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/fedfailover/fedfailover/internal/lab"
 )
 
@@ -34,6 +37,8 @@ func main() {
 	if o.binDir == "" {
 		o.binDir = lab.DefaultBinDir()
 	}
+	// Components log to their own files; the demo's output is its story.
+	ctrl.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {

@@ -102,6 +102,22 @@ func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.Fail
 	return members, cond
 }
 
+// readyCondition says whether the policy is being enforced: admission has
+// already validated it, so it is Ready unless it selects no member or its
+// selector cannot be used. Disconnected members are MembersConnected's news.
+func readyCondition(pol *v1alpha1.FailoverPolicy, members metav1.Condition) metav1.Condition {
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: pol.Generation,
+		Status: metav1.ConditionTrue, Reason: "Enforcing", Message: "policy is enforced on its members"}
+	switch members.Reason {
+	case ReasonInvalidSelector, ReasonNoMembers, "ListFailed":
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, members.Reason, members.Message
+	}
+	if pol.Spec.DryRun {
+		ready.Message = "dry run: decisions are reported, nothing is changed"
+	}
+	return ready
+}
+
 // keepFreshProbeTimes reuses the recorded lastProbeTime while it is younger
 // than StatusRefresh, so a probe alone does not rewrite every policy.
 func (r *policyStatusReconciler) keepFreshProbeTimes(pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus) {
@@ -129,10 +145,13 @@ func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.Failov
 			connected++
 		}
 	}
+	meta.SetStatusCondition(&conds, readyCondition(pol, cond))
 	status := v1alpha1.FailoverPolicyStatus{
-		Members:          members,
-		ConnectedMembers: connected,
-		Conditions:       []metav1.Condition{*meta.FindStatusCondition(conds, cond.Type)},
+		ObservedGeneration: pol.Generation,
+		Members:            members,
+		ConnectedMembers:   connected,
+		Conditions: []metav1.Condition{*meta.FindStatusCondition(conds, cond.Type),
+			*meta.FindStatusCondition(conds, v1alpha1.ConditionReady)},
 	}
 	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {

@@ -339,6 +339,9 @@ func waitPolicy(t *testing.T, f *federation, p *v1alpha1.FailoverPolicy, check f
 }
 
 func wantCondition(p *v1alpha1.FailoverPolicy, status metav1.ConditionStatus, reason string) error {
+	if err := wantReady(p); err != nil {
+		return err
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == v1alpha1.ConditionMembersConnected {
 			if c.Status != status || c.Reason != reason || c.ObservedGeneration != p.Generation {
@@ -383,4 +386,25 @@ func patchKFC(t *testing.T, f *federation, j *joined, mutate func(*kubefedv1beta
 	orig := k.DeepCopy()
 	mutate(k)
 	must(t, f.host.Patch(context.Background(), k, client.MergeFrom(orig)))
+}
+
+// wantReady checks the Ready condition and observedGeneration that go with
+// every member status: Ready unless the policy selects no member.
+func wantReady(p *v1alpha1.FailoverPolicy) error {
+	if p.Status.ObservedGeneration != p.Generation {
+		return errorf("observedGeneration %d, want %d", p.Status.ObservedGeneration, p.Generation)
+	}
+	want := metav1.ConditionTrue
+	if len(p.Status.Members) == 0 {
+		want = metav1.ConditionFalse
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			if c.Status != want || c.ObservedGeneration != p.Generation {
+				return errorf("Ready condition %+v, want status %s at generation %d", c, want, p.Generation)
+			}
+			return nil
+		}
+	}
+	return errorf("no %s condition", v1alpha1.ConditionReady)
 }

@@ -38,7 +38,9 @@ const zapLevelError = zapcore.ErrorLevel
 type memberRow struct {
 	Nodes int `json:"nodes"`
 	Pods  int `json:"pods"`
-	Runs  int `json:"runs"`
+	// PodsRunning is how many had kwok's Running status when measured.
+	PodsRunning int `json:"pods_running"`
+	Runs        int `json:"runs"`
 	// fedfailover's member cache (transformed objects), median of runs.
 	CacheRSSMB     float64 `json:"cache_rss_mb"`
 	CacheRSSMBP95  float64 `json:"cache_rss_mb_p95"`
@@ -119,13 +121,14 @@ func runMembersBench(ctx context.Context, cmd *cobra.Command, sizes []int, podsP
 		if err := l.CreateBulkPods(ctx, memberName, "bench", names[have:], podsPerNode); err != nil {
 			return err
 		}
-		if err := waitPodsRunning(ctx, l, memberName, "bench", size*podsPerNode); err != nil {
+		running, err := waitPodsRunning(ctx, l, memberName, "bench", size*podsPerNode)
+		if err != nil {
 			return err
 		}
-		progress("created, and Running in kwok, in %s", time.Since(start).Round(time.Second))
+		progress("created in %s; %d of %d pods Running in kwok", time.Since(start).Round(time.Second), running, size*podsPerNode)
 		have = size
 
-		row := memberRow{Nodes: size, Pods: size * podsPerNode, Runs: runs}
+		row := memberRow{Nodes: size, Pods: size * podsPerNode, PodsRunning: running, Runs: runs}
 		var rss, sync, baseRSS, baseSync []float64
 		for i := 0; i < runs; i++ {
 			for _, plain := range []bool{false, true} {
@@ -356,18 +359,20 @@ func countCached(ctx context.Context, r client.Reader) (nodes, pods int, err err
 	return len(nl.Items), len(pl.Items), nil
 }
 
-// waitPodsRunning waits until kwok reports want pods Running in ns, so the
-// cache holds objects with the status a real kubelet would have written.
-func waitPodsRunning(ctx context.Context, l *lab.Lab, cluster, ns string, want int) error {
+// waitPodsRunning waits (at most 5 minutes) until kwok reports want pods
+// Running in ns, so the cache holds objects with the status a kubelet would
+// write, and returns how many are Running. On a busy machine kwok may lag;
+// the benchmark then measures what is there and reports the count.
+func waitPodsRunning(ctx context.Context, l *lab.Lab, cluster, ns string, want int) (int, error) {
 	cl, err := l.Client(cluster)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	deadline := time.Now().Add(10 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var pods corev1.PodList
 		if err := cl.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			return err
+			return 0, err
 		}
 		running := 0
 		for i := range pods.Items {
@@ -375,15 +380,12 @@ func waitPodsRunning(ctx context.Context, l *lab.Lab, cluster, ns string, want i
 				running++
 			}
 		}
-		if running >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d bench pods Running after 10m", running, want)
+		if running >= want || time.Now().After(deadline) {
+			return running, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(3 * time.Second):
 		}
 	}

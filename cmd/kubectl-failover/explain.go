@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fedfailover/fedfailover/internal/cli"
+)
+
+func newExplainCommand(root *rootOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: "Explain fedfailover's decisions about an object",
+	}
+	cmd.AddCommand(newExplainNodeCommand(root))
+	return cmd
+}
+
+func newExplainNodeCommand(root *rootOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:     "node CLUSTER/NODE",
+		Short:   "Why a member node was or was not recovered",
+		Example: "  kubectl failover explain node member1/member1-node-2\n  kubectl failover explain node member1/member1-node-2 -o json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateOutput(output); err != nil {
+				return err
+			}
+			cluster, node, ok := strings.Cut(args[0], "/")
+			if !ok || cluster == "" || node == "" || strings.Contains(node, "/") {
+				return fmt.Errorf("want CLUSTER/NODE (a KubeFedCluster name and a node name), got %q", args[0])
+			}
+			return explainNode(cmd, root, output, cluster, node)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func explainNode(cmd *cobra.Command, root *rootOptions, output, cluster, node string) error {
+	ctx := cmd.Context()
+	s, err := root.gather(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	c, err := root.reader()
+	if err != nil {
+		return err
+	}
+	m, note, err := cli.FindMachine(ctx, c, s, cluster, node)
+	if err != nil {
+		return err
+	}
+	e, err := cli.BuildExplanation(s, cluster, node, m, note)
+	if err != nil {
+		return err
+	}
+	return cli.Print(root.streams.Out, output, e, func(w io.Writer, _ bool) error { return cli.RenderExplanation(w, e, s.Now) })
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/internal/cli"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// rootOptions are shared by every subcommand.
+type rootOptions struct {
+	flags            *genericclioptions.ConfigFlags
+	streams          genericiooptions.IOStreams
+	kubefedNamespace string
+	now              func() time.Time
+	client           client.Client // built on first use
+}
+
+// NewRootCommand builds `kubectl failover` and its subcommands.
+func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &rootOptions{flags: genericclioptions.NewConfigFlags(true), streams: streams, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "kubectl-failover",
+		Short: "Show what fedfailover sees and decides in a kubefed federation",
+		Long: "kubectl failover reads only the host cluster (FailoverPolicy status, KubeFedClusters,\n" +
+			"ReplicaSchedulingPreferences, Cluster API Machines), so it works while members are down.",
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl failover"},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	o.flags.AddFlags(cmd.PersistentFlags())
+	cmd.PersistentFlags().StringVar(&o.kubefedNamespace, "kubefed-namespace", cli.DefaultKubefedNamespace,
+		"Namespace of the KubeFedCluster objects in the host cluster.")
+	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o))
+	return cmd
+}
+
+// reader connects to the host cluster, turning kubeconfig problems into
+// messages that say what to fix.
+func (o *rootOptions) reader() (client.Client, error) {
+	if o.client != nil {
+		return o.client, nil
+	}
+	cfg, err := o.flags.ToRESTConfig()
+	switch {
+	case err != nil && (clientcmd.IsContextNotFound(err) || strings.Contains(err.Error(), fmt.Sprintf("context %q does not exist", ptrValue(o.flags.Context)))):
+		return nil, fmt.Errorf("unknown context %q: list the contexts with `kubectl config get-contexts`: %w", ptrValue(o.flags.Context), err)
+	case err != nil && clientcmd.IsEmptyConfig(err):
+		return nil, fmt.Errorf("no kubeconfig found: pass --kubeconfig or set KUBECONFIG to the host cluster's kubeconfig: %w", err)
+	case err != nil:
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the host cluster %s: %w", cfg.Host, err)
+	}
+	o.client = c
+	return c, nil
+}
+
+// source says what to read: RSPs of one namespace when -n is given, else
+// of all namespaces.
+func (o *rootOptions) source(cmd *cobra.Command) (cli.Source, error) {
+	c, err := o.reader()
+	if err != nil {
+		return cli.Source{}, err
+	}
+	src := cli.Source{Reader: c, KubefedNamespace: o.kubefedNamespace}
+	if cmd.Flags().Changed("namespace") {
+		src.Namespace = ptrValue(o.flags.Namespace)
+	}
+	return src, nil
+}
+
+func (o *rootOptions) gather(ctx context.Context, cmd *cobra.Command) (*cli.Snapshot, error) {
+	src, err := o.source(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return cli.Gather(ctx, src, o.now())
+}
+
+func ptrValue(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// addOutputFlag adds -o with the formats every command accepts.
+func addOutputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: wide, json or yaml (default: tables).")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+func validateOutput(output string) error {
+	if !slices.Contains(cli.Outputs, output) {
+		return fmt.Errorf("unknown output format %q: use %s", output, strings.Join(cli.Outputs[1:], ", "))
+	}
+	return nil
+}

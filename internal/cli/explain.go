@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/fencing"
+)
+
+// capiClusterAnnotation on a KubeFedCluster names its Cluster API Cluster
+// ("namespace/name") when it differs from the member's name.
+const capiClusterAnnotation = "failover.fedfailover.io/capi-cluster"
+
+// Explanation says why a node was or was not recovered.
+type Explanation struct {
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	// Policy is the FailoverPolicy whose node recovery covers the member.
+	Policy string `json:"policy,omitempty"`
+	// Verdict is a one-line answer; Detail says more.
+	Verdict  string                       `json:"verdict"`
+	Detail   string                       `json:"detail,omitempty"`
+	Recovery *v1alpha1.NodeRecoveryStatus `json:"recovery,omitempty"`
+	Storm    StormView                    `json:"stormGuard"`
+	Machine  *MachineView                 `json:"machine,omitempty"`
+	// Fencing is the fencing verdict computed now from the host's Machine,
+	// for a node that is (assumed) not Ready.
+	Fencing   *FencingView  `json:"fencing,omitempty"`
+	Decisions []DecisionRow `json:"decisions,omitempty"`
+	Notes     []string      `json:"notes,omitempty"`
+}
+
+// StormView is the member's storm guard.
+type StormView struct {
+	Active       bool   `json:"active"`
+	LostNodes    int32  `json:"lostNodes"`
+	NodesTotal   int32  `json:"nodesTotal"`
+	MaxUnhealthy string `json:"maxUnhealthy,omitempty"`
+	Cooldown     string `json:"cooldown,omitempty"`
+	Message      string `json:"message,omitempty"`
+}
+
+// MachineView is what the host's Machine says about the node.
+type MachineView struct {
+	Name       string       `json:"name"`
+	Deleting   *metav1.Time `json:"deletionTimestamp,omitempty"`
+	Conditions []string     `json:"conditions,omitempty"`
+}
+
+// FencingView is a fencing.Result for printing.
+type FencingView struct {
+	Fenced         bool       `json:"fenced"`
+	Reason         string     `json:"reason"`
+	Found          []string   `json:"found,omitempty"`
+	Missing        []string   `json:"missing,omitempty"`
+	AssumeFencedAt *time.Time `json:"assumeFencedAt,omitempty"`
+}
+
+// FindMachine returns the host's Machine of a member node: the one the
+// recovery status names, else the one labelled with the member's Cluster
+// API cluster name whose status.nodeRef is the node. Nil when there is none
+// (or Cluster API is not installed, which is then reported as a note).
+func FindMachine(ctx context.Context, r client.Reader, s *Snapshot, cluster, node string) (*clusterv1.Machine, string, error) {
+	capiCluster, ns := cluster, ""
+	if k := s.cluster(cluster); k != nil {
+		if ref := k.Annotations[capiClusterAnnotation]; ref != "" {
+			ns, capiCluster, _ = strings.Cut(ref, "/")
+		}
+	}
+	var list clusterv1.MachineList
+	err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: capiCluster})
+	if err != nil {
+		err = Explain(err, resMachines, ns)
+		if isCRDMissing(err) {
+			return nil, err.Error(), nil
+		}
+		return nil, "", err
+	}
+	for i := range list.Items {
+		if list.Items[i].Status.NodeRef.Name == node {
+			return &list.Items[i], "", nil
+		}
+	}
+	return nil, "", nil
+}
+
+// BuildExplanation explains one node from the snapshot and its Machine;
+// machineNote explains a nil machine (e.g. Cluster API not installed).
+func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Machine, machineNote string) (Explanation, error) {
+	if s.cluster(cluster) == nil && !s.anyMemberStatus(cluster) {
+		return Explanation{}, fmt.Errorf("unknown member cluster %q (KubeFedClusters: %s)", cluster, strings.Join(s.clusterNames(), ", "))
+	}
+	e := Explanation{Cluster: cluster, Node: node}
+	pol, rec := s.recoveryOf(cluster, node)
+	e.Decisions = s.nodeDecisions(cluster, node)
+	if pol == nil {
+		e.Verdict = "Not covered"
+		e.Detail = "no FailoverPolicy with node recovery enabled selects member " + cluster
+		return e, nil
+	}
+	e.Policy, e.Recovery = pol.Name, rec
+	e.Storm = stormOf(pol, cluster)
+	e.Verdict, e.Detail = verdictOf(pol, rec, e.Decisions)
+	switch {
+	case machine != nil:
+		e.Machine = machineView(machine)
+	case machineNote != "":
+		e.Notes = append(e.Notes, machineNote)
+	default:
+		e.Notes = append(e.Notes, fmt.Sprintf("no Cluster API Machine in the host has status.nodeRef.name=%s and label %s for member %s",
+			node, clusterv1.ClusterNameLabel, cluster))
+	}
+	e.Fencing = fencingOf(pol, rec, node, machine, s.Now)
+	e.Notes = append(e.Notes, "the CLI reads only the host cluster: evidence on the member's Node object itself (e.g. the external fence annotation on the Node) is not visible here")
+	return e, nil
+}
+
+func (s *Snapshot) anyMemberStatus(cluster string) bool {
+	for i := range s.Policies {
+		for _, m := range s.Policies[i].Status.Members {
+			if m.Name == cluster {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recoveryOf finds the policy covering the node's member: the one with a
+// recovery entry for the node, else the first (by name) with node recovery
+// enabled that selects the member.
+func (s *Snapshot) recoveryOf(cluster, node string) (*v1alpha1.FailoverPolicy, *v1alpha1.NodeRecoveryStatus) {
+	for i := range s.Policies {
+		for j, r := range s.Policies[i].Status.Recoveries {
+			if r.Cluster == cluster && r.Node == node {
+				return &s.Policies[i], &s.Policies[i].Status.Recoveries[j]
+			}
+		}
+	}
+	for i := range s.Policies {
+		p := &s.Policies[i]
+		if nr := p.Spec.NodeRecovery; nr != nil && nr.Enabled && slices.Contains(s.policyMembers(p), cluster) {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
+// nodeDecisions are the recent decisions whose object is the node or whose
+// message names it.
+func (s *Snapshot) nodeDecisions(cluster, node string) []DecisionRow {
+	var out []DecisionRow
+	for i := range s.Policies {
+		for _, d := range s.Policies[i].Status.RecentDecisions {
+			if d.Cluster != cluster {
+				continue
+			}
+			if d.Object == "Node/"+node || strings.HasSuffix(d.Object, "/"+node) || strings.Contains(d.Message, node) {
+				out = append(out, DecisionRow{Policy: s.Policies[i].Name, Decision: d})
+			}
+		}
+	}
+	sortDecisions(out)
+	return out
+}
+
+func stormOf(p *v1alpha1.FailoverPolicy, cluster string) StormView {
+	var v StormView
+	for _, m := range p.Status.Members {
+		if m.Name == cluster {
+			v.Active, v.LostNodes, v.NodesTotal = m.StormActive, m.LostNodes, m.NodesTotal
+		}
+	}
+	nr := p.Spec.NodeRecovery
+	if nr.MaxUnhealthy != nil {
+		v.MaxUnhealthy = nr.MaxUnhealthy.String()
+	}
+	v.Cooldown = string(nr.StormCooldown)
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.ConditionStormActive && c.Status == metav1.ConditionTrue {
+			v.Message = c.Message
+		}
+	}
+	return v
+}
+
+// verdictOf answers "was it recovered?" from the recovery phase, or, with
+// no recovery entry, from the decisions about the node.
+func verdictOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, decisions []DecisionRow) (string, string) {
+	if rec != nil {
+		return phaseVerdict(rec)
+	}
+	if len(decisions) > 0 {
+		d := decisions[0]
+		return "No recovery in progress", fmt.Sprintf("last decision %s (%s): %s", d.Action, d.Reason, d.Message)
+	}
+	return "Not lost", fmt.Sprintf("no recovery recorded: the node is Ready, or not Ready for less than notReadyFor (%s), or the member is unreachable",
+		orDash(string(p.Spec.NodeRecovery.NotReadyFor)))
+}
+
+func phaseVerdict(rec *v1alpha1.NodeRecoveryStatus) (string, string) {
+	switch rec.Phase {
+	case v1alpha1.RecoveryPhaseRecovered:
+		return "Recovered", fmt.Sprintf("fenced by %s, pods released with %s", orDash(rec.Evidence), orDash(string(rec.Method)))
+	case v1alpha1.RecoveryPhaseRecovering, v1alpha1.RecoveryPhaseFenced:
+		return "Recovering", fmt.Sprintf("fenced by %s; waiting for replacement pods to run", orDash(rec.Evidence))
+	case v1alpha1.RecoveryPhaseBlocked:
+		return "Not recovered: no fencing evidence", "volumes are never released without proof that the node is off"
+	case v1alpha1.RecoveryPhaseSuspended:
+		return "Not recovered: storm guard", "too many nodes of the member are lost at once; recovery is suspended"
+	}
+	return "Lost, not recovered yet", "the node is lost; fencing evidence is being checked"
+}
+
+func machineView(m *clusterv1.Machine) *MachineView {
+	v := &MachineView{Name: m.Namespace + "/" + m.Name}
+	if m.DeletionTimestamp != nil {
+		v.Deleting = m.DeletionTimestamp
+	}
+	for _, c := range m.Status.Conditions {
+		v.Conditions = append(v.Conditions, fmt.Sprintf("%s=%s (%s)", c.Type, c.Status, orDash(c.Reason)))
+	}
+	return v
+}
+
+// fencingOf runs the fencing verdict on the host's Machine for a node that
+// is not Ready (the member may be unreachable: the CLI never reads it).
+func fencingOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, node string, m *clusterv1.Machine, now time.Time) *FencingView {
+	n := &corev1.Node{}
+	n.Name = node
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+	in := fencing.Input{Node: n, Machine: m, Policy: p.Spec.NodeRecovery.Fencing, Now: now}
+	if rec != nil && rec.LostSince != nil {
+		in.LostSince = rec.LostSince.Time
+	}
+	r := fencing.Verdict(in)
+	v := &FencingView{Fenced: r.Fenced, Reason: r.Reason, Missing: r.Missing}
+	for _, e := range r.Found {
+		v.Found = append(v.Found, fmt.Sprintf("%s: %s", e.Kind, e.Detail))
+	}
+	if !r.AssumeFencedAt.IsZero() {
+		t := r.AssumeFencedAt.UTC()
+		v.AssumeFencedAt = &t
+	}
+	return v
+}

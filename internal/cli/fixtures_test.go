@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/rebalance"
+)
+
+// now is the fixed time every golden file is rendered at.
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *metav1.Time {
+	t := metav1.NewTime(now.Add(-d))
+	return &t
+}
+
+func kfc(name string, ready corev1.ConditionStatus, labels map[string]string) kubefedv1beta1.KubeFedCluster {
+	k := kubefedv1beta1.KubeFedCluster{}
+	k.Name, k.Namespace, k.Labels = name, DefaultKubefedNamespace, labels
+	k.Status.Conditions = []kubefedv1beta1.ClusterCondition{{Type: "Ready", Status: ready}}
+	return k
+}
+
+func prefs(w, minR int64, maxR ...int64) fedschedv1a1.ClusterPreferences {
+	p := fedschedv1a1.ClusterPreferences{Weight: w, MinReplicas: minR}
+	if len(maxR) > 0 {
+		p.MaxReplicas = &maxR[0]
+	}
+	return p
+}
+
+func rsp(ns, name string, total int32, clusters map[string]fedschedv1a1.ClusterPreferences, state string) fedschedv1a1.ReplicaSchedulingPreference {
+	r := fedschedv1a1.ReplicaSchedulingPreference{}
+	r.Namespace, r.Name = ns, name
+	r.Spec.TargetKind, r.Spec.TotalReplicas, r.Spec.Clusters = "FederatedDeployment", total, clusters
+	if state != "" {
+		r.Annotations = map[string]string{rebalance.AnnotationState: state}
+	}
+	return r
+}
+
+func rebalanceSpec() *v1alpha1.RebalanceSpec {
+	return &v1alpha1.RebalanceSpec{Enabled: true, CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
+		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: true}}
+}
+
+func condition(t string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, LastTransitionTime: *ago(time.Minute)}
+}
+
+// webState is demo/web's annotation: baseline 2/2/2, member2 failing for
+// 2 minutes, last changed 90 s ago.
+const webState = `{"policy":"default","baseline":{"totalReplicas":6,"clusters":{"member1":{"minReplicas":0,"weight":1},` +
+	`"member2":{"minReplicas":0,"weight":1},"member3":{"minReplicas":0,"weight":1}}},` +
+	`"applied":{"totalReplicas":6,"clusters":{"member1":{"minReplicas":3,"maxReplicas":3,"weight":3},` +
+	`"member2":{"minReplicas":0,"maxReplicas":0,"weight":0},"member3":{"minReplicas":3,"maxReplicas":3,"weight":3}}},` +
+	`"lastChange":"2026-11-30T11:58:30Z","members":{"member1":{"roomSince":"2026-11-30T11:50:00Z"},` +
+	`"member2":{"failingSince":"2026-11-30T11:58:00Z"},"member3":{"roomSince":"2026-11-30T11:50:00Z"}}}`
+
+func defaultPolicy() v1alpha1.FailoverPolicy {
+	maxUnhealthy := intstr.FromString("40%")
+	p := v1alpha1.FailoverPolicy{}
+	p.Name = "default"
+	p.CreationTimestamp = *ago(time.Hour)
+	p.Spec.NodeRecovery = &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "60s", Method: v1alpha1.RecoveryMethodAuto,
+		MaxUnhealthy: &maxUnhealthy, StormCooldown: "5m", Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}}
+	p.Spec.Rebalance = rebalanceSpec()
+	p.Spec.Rebalance.ReplicaSchedulingPreferences.Namespaces = []string{"demo"}
+	p.Status = v1alpha1.FailoverPolicyStatus{
+		ConnectedMembers: 2,
+		Conditions: []metav1.Condition{
+			condition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Enforced", ""),
+			condition(v1alpha1.ConditionMembersConnected, metav1.ConditionFalse, "MemberDisconnected", "member2: probe failed: connection refused"),
+			condition(v1alpha1.ConditionStormActive, metav1.ConditionFalse, "NoStorm", ""),
+			condition(v1alpha1.ConditionFencingBlocked, metav1.ConditionTrue, "NoFencingEvidence", "member3/m3-node-1 has no fencing evidence"),
+		},
+		Members: []v1alpha1.MemberStatus{
+			{Name: "member1", Connected: true, Reason: "Connected", LastProbeTime: ago(5 * time.Second), ServerVersion: "v1.37.2",
+				NodesReady: 3, NodesTotal: 4, LostNodes: 1, FencedNodes: 1},
+			{Name: "member2", Connected: false, Reason: "ProbeFailed", Message: "probe failed: connection refused", LastProbeTime: ago(3 * time.Second),
+				ServerVersion: "v1.37.2"},
+			{Name: "member3", Connected: true, Reason: "Connected", LastProbeTime: ago(4 * time.Second), ServerVersion: "v1.37.2",
+				NodesReady: 2, NodesTotal: 3, LostNodes: 1},
+		},
+		Recoveries: []v1alpha1.NodeRecoveryStatus{
+			{Cluster: "member3", Node: "m3-node-1", Machine: "member3/m3-node-1", Phase: v1alpha1.RecoveryPhaseBlocked, LostSince: ago(3 * time.Minute),
+				AffectedPods: 2, Message: "not fenced: Machine member3/m3-node-1 is not being deleted"},
+			{Cluster: "member1", Node: "m1-node-2", Machine: "member1/m1-node-2", Phase: v1alpha1.RecoveryPhaseRecovered, LostSince: ago(10 * time.Minute),
+				FencedAt: ago(9 * time.Minute), Evidence: "MachineInfrastructureDeleted", Method: v1alpha1.RecoveryMethodOutOfServiceTaint,
+				AffectedPods: 1, Message: "every tracked claim runs elsewhere"},
+		},
+		Rebalances: []v1alpha1.RebalanceStatus{{Namespace: "demo", Name: "web", Shifted: true, Reason: "MemberFailed", LastChangeTime: ago(90 * time.Second)}},
+		RecentDecisions: []v1alpha1.Decision{
+			{Time: *ago(90 * time.Second), Object: "ReplicaSchedulingPreference/demo/web", Action: "ShiftedWeights", Reason: "MemberFailed",
+				Message: "member2 failed: 2 replicas moved to member1, member3"},
+			{Time: *ago(3 * time.Minute), Cluster: "member3", Object: "Node/m3-node-1", Action: "Blocked", Reason: "NoFencingEvidence",
+				Message: "not fenced: Machine member3/m3-node-1 is not being deleted"},
+			{Time: *ago(9 * time.Minute), Cluster: "member1", Object: "Node/m1-node-2", Action: "TaintedOutOfService", Reason: "MachineInfrastructureDeleted",
+				Message: "fenced: Machine member1/m1-node-2 is being deleted and its infrastructure is gone"},
+		},
+	}
+	return p
+}
+
+func dryPolicy() v1alpha1.FailoverPolicy {
+	p := v1alpha1.FailoverPolicy{}
+	p.Name = "edge-dry-run"
+	p.CreationTimestamp = *ago(30 * time.Minute)
+	p.Spec.DryRun = true
+	p.Spec.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "edge"}}
+	p.Spec.Rebalance = rebalanceSpec()
+	p.Spec.Rebalance.ReplicaSchedulingPreferences.Namespaces = []string{"edge"}
+	p.Status = v1alpha1.FailoverPolicyStatus{ConnectedMembers: 2,
+		Conditions: []metav1.Condition{condition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Enforced", "")},
+		Members: []v1alpha1.MemberStatus{
+			{Name: "member1", Connected: true, LastProbeTime: ago(20 * time.Second), NodesReady: 3, NodesTotal: 4},
+			{Name: "member3", Connected: true, LastProbeTime: ago(20 * time.Second), NodesReady: 2, NodesTotal: 3},
+		},
+		RecentDecisions: []v1alpha1.Decision{{Time: *ago(2 * time.Minute), Object: "ReplicaSchedulingPreference/edge/cache",
+			Action: "ShiftedWeights", Reason: "CapacityExhausted", Message: "member3 out of capacity: 1 replica would move to member1", DryRun: true}},
+	}
+	return p
+}
+
+// fixture is a federation of three members: member2 is down, member1 lost
+// a node that was recovered, member3 lost one that cannot be fenced.
+func fixture() *Snapshot {
+	web := rsp("demo", "web", 6, map[string]fedschedv1a1.ClusterPreferences{
+		"member1": prefs(3, 3, 3), "member2": prefs(0, 0, 0), "member3": prefs(3, 3, 3)}, webState)
+	return &Snapshot{
+		Now:      now,
+		Policies: []v1alpha1.FailoverPolicy{defaultPolicy(), dryPolicy()},
+		Clusters: []kubefedv1beta1.KubeFedCluster{
+			kfc("member1", corev1.ConditionTrue, map[string]string{"tier": "edge"}),
+			kfc("member2", corev1.ConditionFalse, nil),
+			kfc("member3", corev1.ConditionTrue, map[string]string{"tier": "edge"}),
+		},
+		RSPs: []fedschedv1a1.ReplicaSchedulingPreference{
+			web,
+			rsp("edge", "cache", 4, map[string]fedschedv1a1.ClusterPreferences{"member1": prefs(1, 0), "member3": prefs(3, 1)}, ""),
+			rsp("other", "batch", 3, map[string]fedschedv1a1.ClusterPreferences{"*": prefs(1, 0)}, ""),
+		},
+	}
+}
+
+// machine is a Cluster API Machine of a member node.
+func machine(cluster, node string, deleting bool, infraReason string) *clusterv1.Machine {
+	m := &clusterv1.Machine{}
+	m.Namespace, m.Name = cluster, node
+	m.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster}
+	m.Spec.ClusterName = cluster
+	m.Status.NodeRef.Name = node
+	if deleting {
+		m.DeletionTimestamp = ago(9 * time.Minute)
+		m.Finalizers = []string{clusterv1.MachineFinalizer}
+	}
+	status := metav1.ConditionTrue
+	if infraReason != clusterv1.MachineInfrastructureReadyReason {
+		status = metav1.ConditionFalse
+	}
+	m.Status.Conditions = []metav1.Condition{{Type: clusterv1.MachineInfrastructureReadyCondition, Status: status, Reason: infraReason}}
+	return m
+}

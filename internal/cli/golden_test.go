@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+// golden compares got with testdata/<name>.golden (rewriting it with -update).
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `go test ./internal/cli -run %s -update`)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (rerun with -update if the change is intended):\n--- got\n%s\n--- want\n%s", t.Name(), path, got, want)
+	}
+}
+
+func render(t *testing.T, format string, v any, table func(*bytes.Buffer, bool) error) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Print(&b, format, v, func(_ io.Writer, wide bool) error { return table(&b, wide) }); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestStatusGolden(t *testing.T) {
+	v := BuildStatus(fixture())
+	table := func(b *bytes.Buffer, wide bool) error { return RenderStatus(b, v, wide) }
+	for name, format := range map[string]string{"status": "", "status-wide": "wide", "status-json": "json", "status-yaml": "yaml"} {
+		t.Run(name, func(t *testing.T) { golden(t, name, render(t, format, v, table)) })
+	}
+}
+
+func TestStatusEmptyGolden(t *testing.T) {
+	v := BuildStatus(&Snapshot{Now: now})
+	golden(t, "status-empty", render(t, "", v, func(b *bytes.Buffer, wide bool) error { return RenderStatus(b, v, wide) }))
+}
+
+func TestExplainGolden(t *testing.T) {
+	cases := map[string]struct {
+		cluster, node string
+		machine       *clusterv1.Machine
+		note          string
+	}{
+		"explain-recovered":   {"member1", "m1-node-2", machine("member1", "m1-node-2", true, clusterv1.MachineInfrastructureDeletedReason), ""},
+		"explain-blocked":     {"member3", "m3-node-1", machine("member3", "m3-node-1", false, clusterv1.MachineInfrastructureReadyReason), ""},
+		"explain-not-lost":    {"member1", "m1-node-1", nil, ""},
+		"explain-no-capi":     {"member3", "m3-node-1", nil, "machines.cluster.x-k8s.io is not served by the host cluster"},
+		"explain-not-covered": {"member2", "m2-node-1", nil, ""},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := fixture()
+			if name == "explain-not-covered" {
+				s.Policies[0].Spec.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "edge"}}
+			}
+			e, err := BuildExplanation(s, c.cluster, c.node, c.machine, c.note)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name, render(t, "", e, func(b *bytes.Buffer, _ bool) error { return RenderExplanation(b, e, now) }))
+		})
+	}
+}
+
+func TestExplainUnknownCluster(t *testing.T) {
+	if _, err := BuildExplanation(fixture(), "nope", "n", nil, ""); err == nil {
+		t.Fatal("want an error for an unknown member")
+	}
+}
+
+func TestPlanGolden(t *testing.T) {
+	cases := map[string]struct {
+		sc     Scenario
+		format string
+	}{
+		"plan-fail-member1":      {Scenario{Cluster: "member1"}, ""},
+		"plan-fail-member1-wide": {Scenario{Cluster: "member1"}, "wide"},
+		"plan-full-member3":      {Scenario{Cluster: "member3", Full: true}, ""},
+		"plan-full-member3-json": {Scenario{Cluster: "member3", Full: true}, "json"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			v, err := BuildPlan(fixture(), c.sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name, render(t, c.format, v, func(b *bytes.Buffer, wide bool) error { return RenderPlan(b, v, wide) }))
+		})
+	}
+}
+
+func TestPlanUnknownCluster(t *testing.T) {
+	if _, err := BuildPlan(fixture(), Scenario{Cluster: "nope"}); !errors.Is(err, ErrUnknownCluster) {
+		t.Fatalf("got %v, want ErrUnknownCluster", err)
+	}
+}

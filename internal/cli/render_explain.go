@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RenderExplanation writes an explanation in `kubectl describe` style.
+func RenderExplanation(w io.Writer, e Explanation, now time.Time) error {
+	p := &describer{w: w, now: now}
+	p.field(0, "Node", e.Cluster+"/"+e.Node)
+	p.field(0, "Policy", orDash(e.Policy))
+	p.field(0, "Verdict", e.Verdict)
+	if e.Detail != "" {
+		p.field(0, "Why", e.Detail)
+	}
+	if r := e.Recovery; r != nil {
+		p.line(0, "Recovery:")
+		p.field(1, "Phase", string(r.Phase))
+		p.field(1, "Lost since", p.when(r.LostSince))
+		p.field(1, "Fenced at", p.when(r.FencedAt))
+		p.field(1, "Evidence", orDash(r.Evidence))
+		p.field(1, "Method", orDash(string(r.Method)))
+		p.field(1, "Affected pods", itoa(r.AffectedPods))
+		p.field(1, "Message", oneLine(r.Message))
+	}
+	if e.Policy != "" {
+		p.storm(e.Storm)
+	}
+	p.machine(e.Machine)
+	p.fencing(e.Fencing)
+	p.decisions(e.Decisions)
+	p.list(0, "Notes", e.Notes)
+	return p.err
+}
+
+// describer writes aligned "Key:  value" lines, remembering the first error.
+type describer struct {
+	w   io.Writer
+	now time.Time
+	err error
+}
+
+func (d *describer) line(indent int, s string) {
+	if d.err == nil {
+		_, d.err = fmt.Fprintln(d.w, strings.Repeat("  ", indent)+s)
+	}
+}
+
+func (d *describer) field(indent int, key, value string) {
+	d.line(indent, fmt.Sprintf("%-*s %s", max(17-2*indent, len(key)+1), key+":", value))
+}
+
+func (d *describer) list(indent int, key string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	d.line(indent, key+":")
+	for _, it := range items {
+		d.line(indent+1, "- "+oneLine(it))
+	}
+}
+
+func (d *describer) when(t *metav1.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s ago)", t.UTC().Format(time.RFC3339), age(t, d.now))
+}
+
+func (d *describer) storm(s StormView) {
+	state := "inactive"
+	if s.Active {
+		state = "ACTIVE: recovery suspended in this member"
+	}
+	d.line(0, "Storm guard:")
+	d.field(1, "State", state)
+	d.field(1, "Lost nodes", fmt.Sprintf("%d of %d (maxUnhealthy %s, cooldown %s)", s.LostNodes, s.NodesTotal, orDash(s.MaxUnhealthy), orDash(s.Cooldown)))
+	if s.Message != "" {
+		d.field(1, "Message", oneLine(s.Message))
+	}
+}
+
+func (d *describer) machine(m *MachineView) {
+	if m == nil {
+		return
+	}
+	d.line(0, "Machine:")
+	d.field(1, "Name", m.Name)
+	d.field(1, "Deleting since", d.when(m.Deleting))
+	d.list(1, "Conditions", m.Conditions)
+}
+
+func (d *describer) fencing(f *FencingView) {
+	if f == nil {
+		return
+	}
+	d.line(0, "Fencing verdict (now, from the host's Machine, node assumed not Ready):")
+	d.field(1, "Fenced", fmt.Sprintf("%s (%s)", yesNo(f.Fenced), f.Reason))
+	if f.AssumeFencedAt != nil {
+		t := metav1.NewTime(*f.AssumeFencedAt)
+		d.field(1, "Assumed at", d.when(&t))
+	}
+	d.list(1, "Found", f.Found)
+	d.list(1, "Missing", f.Missing)
+}
+
+func (d *describer) decisions(rows []DecisionRow) {
+	if len(rows) == 0 {
+		d.field(0, "Decisions", "none recorded for this node")
+		return
+	}
+	d.line(0, "Decisions:")
+	for _, r := range rows {
+		dry := ""
+		if r.DryRun {
+			dry = " [dry-run]"
+		}
+		d.line(1, fmt.Sprintf("%s ago  %s (%s)%s: %s", age(&r.Time, d.now), r.Action, r.Reason, dry, oneLine(r.Message)))
+	}
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RenderPlan writes the what-if preview as a table, one row per RSP member.
+func RenderPlan(w io.Writer, v PlanView, wide bool) error {
+	if _, err := fmt.Fprintf(w, "What if %s (preview only: nothing is written)\n\n", v.Scenario); err != nil {
+		return err
+	}
+	if len(v.RSPs) > 0 {
+		if err := planTable(w, v, wide); err != nil {
+			return err
+		}
+	} else if _, err := fmt.Fprintln(w, "No ReplicaSchedulingPreference is managed by a FailoverPolicy with rebalance enabled."); err != nil {
+		return err
+	}
+	if len(v.Unmanaged) > 0 {
+		if _, err := fmt.Fprintf(w, "\nNot managed (unchanged): %s\n", strings.Join(v.Unmanaged, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func planTable(w io.Writer, v PlanView, wide bool) error {
+	headers := []string{"RSP", "CLUSTER", "STATE", "REPLICAS", "PLANNED", "CHANGE", "WRITE", "REASON"}
+	if wide {
+		headers = append(headers, "CURRENT-PREFS", "PLANNED-PREFS", "TOTAL", "POLICY")
+	}
+	t := newTable(w, headers...)
+	for _, r := range v.RSPs {
+		for _, c := range r.Clusters {
+			row := []string{r.Namespace + "/" + r.Name, c.Cluster, string(c.State), strconv.FormatInt(c.Replicas, 10),
+				strconv.FormatInt(c.Planned, 10), change(c.Replicas, c.Planned), yesNo(r.Changed), planReason(r)}
+			if wide {
+				row = append(row, formatPrefs(c.Current), formatPrefs(c.Written),
+					fmt.Sprintf("%d->%d", r.TotalReplicas, r.PlannedTotal), r.Policy)
+			}
+			t.add(row...)
+		}
+	}
+	return t.flush()
+}
+
+func change(before, after int64) string {
+	switch {
+	case after > before:
+		return fmt.Sprintf("+%d", after-before)
+	case after < before:
+		return strconv.FormatInt(after-before, 10)
+	}
+	return "="
+}
+
+func planReason(r PlanRow) string {
+	if r.RetryAt != nil {
+		return fmt.Sprintf("%s (until %s)", r.Reason, r.RetryAt.Format(time.RFC3339))
+	}
+	return r.Reason
+}

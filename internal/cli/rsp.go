@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/planner"
+)
+
+// RSPRow is one ReplicaSchedulingPreference: its baseline (the user's
+// spec, as recorded by fedfailover) next to what it asks for now.
+type RSPRow struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Policy manages the RSP; empty when none does.
+	Policy        string          `json:"policy,omitempty"`
+	TotalReplicas int32           `json:"totalReplicas"`
+	BaselineTotal int32           `json:"baselineTotalReplicas"`
+	Shifted       bool            `json:"shifted"`
+	Reason        string          `json:"reason,omitempty"`
+	LastChange    *metav1.Time    `json:"lastChangeTime,omitempty"`
+	Clusters      []RSPClusterRow `json:"clusters"`
+	// Error is set when the state annotation cannot be read.
+	Error string `json:"error,omitempty"`
+}
+
+// RSPClusterRow is one cluster entry of an RSP.
+type RSPClusterRow struct {
+	Cluster  string                           `json:"cluster"`
+	Baseline *fedschedv1a1.ClusterPreferences `json:"baseline,omitempty"`
+	Current  *fedschedv1a1.ClusterPreferences `json:"current,omitempty"`
+	// Replicas is how many replicas the current spec places there (kubefed's
+	// distribution over the member clusters); nil for entries that are not
+	// member clusters (e.g. "*").
+	Replicas *int64 `json:"replicas,omitempty"`
+}
+
+func rspRows(s *Snapshot) []RSPRow {
+	out := make([]RSPRow, 0, len(s.RSPs))
+	for i := range s.RSPs {
+		out = append(out, rspRow(s, &s.RSPs[i]))
+	}
+	return out
+}
+
+func rspRow(s *Snapshot, rsp *fedschedv1a1.ReplicaSchedulingPreference) RSPRow {
+	r := RSPRow{Namespace: rsp.Namespace, Name: rsp.Name, TotalReplicas: rsp.Spec.TotalReplicas}
+	base, err := baselineOf(rsp)
+	if err != nil {
+		r.Error = err.Error()
+	}
+	r.BaselineTotal = base.total
+	members := s.clusterNames()
+	if p := s.rebalancePolicy(rsp); p != nil {
+		r.Policy = p.Name
+		members = s.policyMembers(p)
+		r.Shifted, r.Reason, r.LastChange = rebalanceStatus(p, rsp)
+	} else {
+		r.Shifted = !equalPrefs(base.clusters, rsp.Spec.Clusters) || base.total != rsp.Spec.TotalReplicas
+	}
+	placed := currentPlacement(base.clusters, rsp, members)
+	for _, c := range clusterNames(base.clusters, rsp.Spec.Clusters, members) {
+		row := RSPClusterRow{Cluster: c, Baseline: prefsPtr(base.clusters, c), Current: prefsPtr(rsp.Spec.Clusters, c)}
+		if n, ok := placed[c]; ok {
+			row.Replicas = &n
+		}
+		r.Clusters = append(r.Clusters, row)
+	}
+	return r
+}
+
+// baseline is the user's placement of an RSP.
+type baseline struct {
+	total    int32
+	clusters map[string]fedschedv1a1.ClusterPreferences
+	recorded *recordedState
+}
+
+// recordedState is rebalance.Recorded with nil-safe timers.
+type recordedState rebalance.Recorded
+
+func (r *recordedState) failingSince(m string) time.Time {
+	if r == nil {
+		return time.Time{}
+	}
+	return r.FailingSince[m]
+}
+
+func (r *recordedState) roomSince(m string) time.Time {
+	if r == nil {
+		return time.Time{}
+	}
+	return r.RoomSince[m]
+}
+
+// baselineOf reads fedfailover's record of the user's spec; an RSP it never
+// touched is its own baseline.
+func baselineOf(rsp *fedschedv1a1.ReplicaSchedulingPreference) (baseline, error) {
+	rec, err := rebalance.DecodeRecorded(rsp.Annotations)
+	if err != nil || rec == nil {
+		return baseline{total: rsp.Spec.TotalReplicas, clusters: rsp.Spec.Clusters}, err
+	}
+	return baseline{total: rec.BaselineTotal, clusters: rec.Baseline, recorded: (*recordedState)(rec)}, nil
+}
+
+func rebalanceStatus(p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) (bool, string, *metav1.Time) {
+	for _, rb := range p.Status.Rebalances {
+		if rb.Namespace == rsp.Namespace && rb.Name == rsp.Name {
+			return rb.Shifted, rb.Reason, rb.LastChangeTime
+		}
+	}
+	return false, "", nil
+}
+
+// currentPlacement is how kubefed spreads the RSP's current spec over the
+// members, computed by the planner itself: with minInterval not elapsed and
+// every member healthy, a plan keeps the current spec and reports its
+// placement.
+func currentPlacement(base map[string]fedschedv1a1.ClusterPreferences, rsp *fedschedv1a1.ReplicaSchedulingPreference, members []string) map[string]int64 {
+	in := planner.Input{Baseline: base, TotalReplicas: rsp.Spec.TotalReplicas, Current: rsp.Spec.Clusters,
+		CurrentTotalReplicas: rsp.Spec.TotalReplicas, Members: map[string]planner.Member{}}
+	for _, m := range members {
+		in.Members[m] = planner.Member{State: planner.Healthy}
+	}
+	in.LastChange = in.Now
+	in.Spec.MinInterval = v1alpha1.Duration("876000h")
+	return planner.Plan(in).Placement
+}
+
+func clusterNames(a, b map[string]fedschedv1a1.ClusterPreferences, members []string) []string {
+	set := map[string]bool{}
+	for _, m := range members {
+		set[m] = true
+	}
+	for n := range maps.Keys(a) {
+		set[n] = true
+	}
+	for n := range maps.Keys(b) {
+		set[n] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func prefsPtr(m map[string]fedschedv1a1.ClusterPreferences, name string) *fedschedv1a1.ClusterPreferences {
+	if p, ok := m[name]; ok {
+		return &p
+	}
+	return nil
+}
+
+func equalPrefs(a, b map[string]fedschedv1a1.ClusterPreferences) bool {
+	return len(a) == len(b) && formatAll(a) == formatAll(b)
+}
+
+func formatAll(m map[string]fedschedv1a1.ClusterPreferences) string {
+	var parts []string
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		p := m[n]
+		parts = append(parts, n+":"+formatPrefs(&p))
+	}
+	return strings.Join(parts, " ")
+}
+
+// formatPrefs is "w=<weight>[,min=<min>][,max=<max>]", or "-" when the
+// cluster has no entry.
+func formatPrefs(p *fedschedv1a1.ClusterPreferences) string {
+	if p == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("w=%d", p.Weight)
+	if p.MinReplicas != 0 {
+		s += fmt.Sprintf(",min=%d", p.MinReplicas)
+	}
+	if p.MaxReplicas != nil {
+		s += fmt.Sprintf(",max=%d", *p.MaxReplicas)
+	}
+	return s
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+// DefaultKubefedNamespace holds KubeFedClusters unless told otherwise.
+const DefaultKubefedNamespace = "kube-federation-system"
+
+// Source says where to read the host cluster.
+type Source struct {
+	Reader client.Reader
+	// KubefedNamespace holds the KubeFedClusters.
+	KubefedNamespace string
+	// Namespace limits RSPs to one namespace; empty means all.
+	Namespace string
+}
+
+// Snapshot is everything the CLI reads from the host, at one time.
+type Snapshot struct {
+	Now      time.Time
+	Policies []v1alpha1.FailoverPolicy
+	Clusters []kubefedv1beta1.KubeFedCluster
+	RSPs     []fedschedv1a1.ReplicaSchedulingPreference
+	// NamespaceLabels holds the labels of RSP namespaces, read only when a
+	// policy selects RSPs by namespace labels.
+	NamespaceLabels map[string]map[string]string
+}
+
+// Gather lists policies, KubeFedClusters and RSPs from the host.
+func Gather(ctx context.Context, src Source, now time.Time) (*Snapshot, error) {
+	s := &Snapshot{Now: now}
+	var pols v1alpha1.FailoverPolicyList
+	if err := src.Reader.List(ctx, &pols); err != nil {
+		return nil, Explain(err, resFailoverPolicies, "")
+	}
+	var kfcs kubefedv1beta1.KubeFedClusterList
+	if err := src.Reader.List(ctx, &kfcs, client.InNamespace(src.KubefedNamespace)); err != nil {
+		return nil, Explain(err, resKubeFedClusters, src.KubefedNamespace)
+	}
+	var rsps fedschedv1a1.ReplicaSchedulingPreferenceList
+	if err := src.Reader.List(ctx, &rsps, client.InNamespace(src.Namespace)); err != nil {
+		return nil, Explain(err, resRSPs, src.Namespace)
+	}
+	s.Policies, s.Clusters, s.RSPs = pols.Items, kfcs.Items, rsps.Items
+	sortSnapshot(s)
+	if needsNamespaceLabels(s.Policies) {
+		if err := s.readNamespaceLabels(ctx, src.Reader); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func sortSnapshot(s *Snapshot) {
+	slices.SortFunc(s.Policies, func(a, b v1alpha1.FailoverPolicy) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Clusters, func(a, b kubefedv1beta1.KubeFedCluster) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.RSPs, func(a, b fedschedv1a1.ReplicaSchedulingPreference) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+}
+
+func needsNamespaceLabels(pols []v1alpha1.FailoverPolicy) bool {
+	for i := range pols {
+		if r := pols[i].Spec.Rebalance; r != nil && r.ReplicaSchedulingPreferences.NamespaceSelector != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Snapshot) readNamespaceLabels(ctx context.Context, r client.Reader) error {
+	s.NamespaceLabels = map[string]map[string]string{}
+	for i := range s.RSPs {
+		ns := s.RSPs[i].Namespace
+		if _, done := s.NamespaceLabels[ns]; done {
+			continue
+		}
+		obj := &corev1.Namespace{}
+		if err := r.Get(ctx, client.ObjectKey{Name: ns}, obj); client.IgnoreNotFound(err) != nil {
+			return Explain(err, resNamespaces, "")
+		}
+		s.NamespaceLabels[ns] = obj.Labels
+	}
+	return nil
+}
+
+// Fingerprint changes whenever one of the objects read changes; --watch
+// re-renders only then.
+func (s *Snapshot) Fingerprint() string {
+	var b strings.Builder
+	for i := range s.Policies {
+		fmt.Fprintf(&b, "p/%s@%s,", s.Policies[i].Name, s.Policies[i].ResourceVersion)
+	}
+	for i := range s.Clusters {
+		fmt.Fprintf(&b, "c/%s@%s,", s.Clusters[i].Name, s.Clusters[i].ResourceVersion)
+	}
+	for i := range s.RSPs {
+		fmt.Fprintf(&b, "r/%s/%s@%s,", s.RSPs[i].Namespace, s.RSPs[i].Name, s.RSPs[i].ResourceVersion)
+	}
+	return b.String()
+}
+
+// cluster returns the KubeFedCluster of that name, or nil.
+func (s *Snapshot) cluster(name string) *kubefedv1beta1.KubeFedCluster {
+	for i := range s.Clusters {
+		if s.Clusters[i].Name == name {
+			return &s.Clusters[i]
+		}
+	}
+	return nil
+}
+
+func (s *Snapshot) clusterNames() []string {
+	out := make([]string, 0, len(s.Clusters))
+	for i := range s.Clusters {
+		out = append(out, s.Clusters[i].Name)
+	}
+	return out
+}

@@ -431,7 +431,3 @@ type FailoverPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []FailoverPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&FailoverPolicy{}, &FailoverPolicyList{})
-}

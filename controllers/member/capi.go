@@ -19,7 +19,7 @@ import (
 var (
 	ErrNoCAPICluster   = errors.New("no Cluster API Cluster for member")
 	ErrNoMachine       = errors.New("no Machine for node")
-	ErrCAPIUnavailable = errors.New("Cluster API CRDs are not installed in the host cluster")
+	ErrCAPIUnavailable = errors.New("the host cluster has no Cluster API CRDs")
 )
 
 const (

@@ -116,10 +116,6 @@ func actionAnnotations(lostSince, now time.Time, evidence string, method v1alpha
 	return out
 }
 
-func hasOutOfServiceTaint(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
-}
-
 // withTaint returns the taints plus the out-of-service taint, once.
 func withTaint(taints []corev1.Taint) []corev1.Taint {
 	if slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService }) {

@@ -7,8 +7,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -225,8 +227,11 @@ func readCRDs(path string) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := r.Read()
-		if err != nil {
+		if errors.Is(err, io.EOF) {
 			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := yaml.Unmarshal(doc, &crd); err != nil {

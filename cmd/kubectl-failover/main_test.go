@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/cli"
+	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/internal/testenv"
+)
+
+// host is one envtest API server with fedfailover's, kubefed's and Cluster
+// API's CRDs, and kubeconfigs for an admin and for a user without RBAC.
+type host struct {
+	admin, nobody string // kubeconfig paths
+	c             client.Client
+}
+
+func startHost(t *testing.T) *host {
+	t.Helper()
+	files, err := paths.HostCRDFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.Environment(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Shared machines can be slow to start an API server.
+	env.ControlPlaneStartTimeout = 3 * time.Minute
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &host{}
+	if h.c, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
+		t.Fatal(err)
+	}
+	h.admin = writeKubeconfig(t, env, "admin", "system:masters")
+	h.nobody = writeKubeconfig(t, env, "nobody")
+	return h
+}
+
+func writeKubeconfig(t *testing.T, env *envtest.Environment, name string, groups ...string) string {
+	t.Helper()
+	u, err := env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// run executes `kubectl failover args...` and returns stdout and the error.
+func run(ctx context.Context, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	cmd := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := run(t.Context(), args...)
+	if err != nil {
+		t.Fatalf("kubectl failover %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func wantLines(t *testing.T, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestCommandsOnAPIServer runs every command of docs/cli.md against a real
+// API server holding a small federation's host objects.
+func TestCommandsOnAPIServer(t *testing.T) {
+	h := startHost(t)
+	seedHost(t, h.c)
+	kc := "--kubeconfig=" + h.admin
+
+	t.Run("status", func(t *testing.T) {
+		out := mustRun(t, "status", kc)
+		wantLines(t, out, "MEMBER ", "member1   Yes         True            2/3     1      1",
+			"member2   No          False", "default   Recovery(Auto)+Rebalance   No        1/2",
+			"demo/web   default   member1   w=1        w=4,min=4,max=4   4          Yes",
+			"member1/node-b   Recovered   MachineInfrastructureDeleted", "TaintedOutOfService")
+	})
+	t.Run("status wide", func(t *testing.T) {
+		wantLines(t, mustRun(t, "status", "-o", "wide", kc, "--context", "envtest"), "VERSION", "MemberFailed", "ProbeFailed")
+	})
+	t.Run("status json and yaml", func(t *testing.T) {
+		var v cli.StatusView
+		if err := json.Unmarshal([]byte(mustRun(t, "status", "-o", "json", kc)), &v); err != nil {
+			t.Fatal(err)
+		}
+		if len(v.Members) != 2 || len(v.RSPs) != 1 || len(v.Recoveries) != 1 {
+			t.Errorf("json: %d members, %d RSPs, %d recoveries; want 2, 1, 1", len(v.Members), len(v.RSPs), len(v.Recoveries))
+		}
+		wantLines(t, mustRun(t, "status", "-o", "yaml", kc), "replicaSchedulingPreferences:", "kubefedReady: \"True\"")
+	})
+	t.Run("status -n filters RSPs", func(t *testing.T) {
+		wantLines(t, mustRun(t, "status", "-n", "other", kc), "No ReplicaSchedulingPreference in the host cluster.")
+	})
+	t.Run("explain node", func(t *testing.T) {
+		out := mustRun(t, "explain", "node", "member1/node-b", kc)
+		wantLines(t, out, "Verdict:          Recovered", "Name:           fleet/node-b",
+			"Fenced:         Yes (MachineInfrastructureDeleted)", "TaintedOutOfService (MachineInfrastructureDeleted)")
+		out = mustRun(t, "explain", "node", "member1/node-a", kc, "-o", "json")
+		wantLines(t, out, `"verdict": "Not lost"`, `"Machine fleet/node-a is not being deleted"`)
+	})
+	t.Run("plan", func(t *testing.T) {
+		out := mustRun(t, "plan", "--fail", "member1", kc)
+		wantLines(t, out, "What if member1 fails", "demo/web   member1   Failed    4          0         -4       Yes     MemberFailed")
+		out = mustRun(t, "plan", "--full", "member1", "-o", "wide", kc)
+		wantLines(t, out, "What if member1 is full", "PLANNED-PREFS")
+		assertRSPUnchanged(t, h.c)
+	})
+	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
+	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
+	t.Run("CRDs missing", func(t *testing.T) { testCRDsMissing(t, h) })
+}
+
+func testErrors(t *testing.T, h *host) {
+	cases := map[string]struct {
+		args []string
+		want []string
+	}{
+		"unknown context":  {[]string{"status", "--kubeconfig=" + h.admin, "--context", "nope"}, []string{`unknown context "nope"`, "kubectl config get-contexts"}},
+		"forbidden":        {[]string{"status", "--kubeconfig=" + h.nobody}, []string{"forbidden", "failoverpolicies.failover.fedfailover.io cluster-wide"}},
+		"unknown member":   {[]string{"plan", "--fail", "nope", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`, "member1, member2"}},
+		"plan needs flag":  {[]string{"plan", "--kubeconfig=" + h.admin}, []string{"fail", "full"}},
+		"bad node arg":     {[]string{"explain", "node", "node-a", "--kubeconfig=" + h.admin}, []string{"want CLUSTER/NODE"}},
+		"bad output":       {[]string{"status", "-o", "table", "--kubeconfig=" + h.admin}, []string{`unknown output format "table"`}},
+		"unknown explain":  {[]string{"explain", "node", "nope/x", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`}},
+		"mutually exclude": {[]string{"plan", "--fail", "member1", "--full", "member2", "--kubeconfig=" + h.admin}, []string{"none of the others can be"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := run(t.Context(), c.args...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			wantLines(t, err.Error(), c.want...)
+		})
+	}
+}
+
+// testWatch starts `status --watch`, changes a policy's status, and expects
+// a second rendering; cancelling the context (Ctrl-C) ends the command.
+func testWatch(t *testing.T, h *host) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var out syncBuffer
+	cmd := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd.SetArgs([]string{"status", "--watch", "--interval", "100ms", "--kubeconfig=" + h.admin})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	waitFor(t, &out, "member1/node-b")
+	pol := &v1alpha1.FailoverPolicy{}
+	if err := h.c.Get(ctx, client.ObjectKey{Name: "default"}, pol); err != nil {
+		t.Fatal(err)
+	}
+	pol.Status.Members[0].NodesReady = 3
+	if err := h.c.Status().Update(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, "\n--- ")
+	waitFor(t, &out, "member1   Yes         True            3/3")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch ended with %v", err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, out *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watch output lacks %q:\n%s", want, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testCRDsMissing deletes fedfailover's CRD (last, on the shared server):
+// the CLI then says how to install it.
+func testCRDsMissing(t *testing.T, h *host) {
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	crd.SetName("failoverpolicies.failover.fedfailover.io")
+	if err := h.c.Delete(t.Context(), crd); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := run(t.Context(), "status", "--kubeconfig="+h.admin)
+		if err != nil && strings.Contains(err.Error(), "is not served") {
+			wantLines(t, err.Error(), "failoverpolicies.failover.fedfailover.io is not served", "kubectl apply -f config/crd/bases", "charts/fedfailover")
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after deleting the CRD: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func assertRSPUnchanged(t *testing.T, c client.Client) {
+	t.Helper()
+	r := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "demo", Name: "web"}, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Generation != 1 {
+		t.Errorf("plan wrote the RSP: generation %d", r.Generation)
+	}
+}
+
+const webState = `{"policy":"default","baseline":{"totalReplicas":4,"clusters":{"member1":{"minReplicas":0,"weight":1},` +
+	`"member2":{"minReplicas":0,"weight":1}}},"applied":{"totalReplicas":4,"clusters":{` +
+	`"member1":{"minReplicas":4,"maxReplicas":4,"weight":4},"member2":{"minReplicas":0,"maxReplicas":0,"weight":0}}}}`
+
+// seedHost writes what fedfailover and kubefed would have written: two
+// members (member2 down), a policy with a recovered node and a shifted RSP,
+// and the Machines of member1's nodes.
+func seedHost(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := t.Context()
+	for _, ns := range []string{cli.DefaultKubefedNamespace, "demo", "fleet"} {
+		create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	seedClusters(t, c)
+	four, zero := int64(4), int64(0)
+	create(t, c, &fedschedv1a1.ReplicaSchedulingPreference{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", Annotations: map[string]string{rebalance.AnnotationState: webState}},
+		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 4,
+			Clusters: map[string]fedschedv1a1.ClusterPreferences{"member1": {MinReplicas: 4, MaxReplicas: &four, Weight: 4},
+				"member2": {MaxReplicas: &zero}}},
+	})
+	pol := seedPolicy()
+	status := pol.Status
+	create(t, c, pol)
+	pol.Status = status
+	if err := c.Status().Update(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	seedMachine(t, c, "node-a", false)
+	seedMachine(t, c, "node-b", true)
+}
+
+func seedClusters(t *testing.T, c client.Client) {
+	t.Helper()
+	for name, ready := range map[string]corev1.ConditionStatus{"member1": corev1.ConditionTrue, "member2": corev1.ConditionFalse} {
+		k := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: cli.DefaultKubefedNamespace, Name: name},
+			Spec: kubefedv1beta1.KubeFedClusterSpec{APIEndpoint: "https://" + name + ".invalid", SecretRef: kubefedv1beta1.LocalSecretReference{Name: name}}}
+		create(t, c, k)
+		now := metav1.Now()
+		k.Status.Conditions = []kubefedv1beta1.ClusterCondition{{Type: "Ready", Status: ready, LastProbeTime: now, LastTransitionTime: &now}}
+		if err := c.Status().Update(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func seedPolicy() *v1alpha1.FailoverPolicy {
+	now := metav1.Now()
+	ago := metav1.NewTime(now.Add(-2 * time.Minute))
+	return &v1alpha1.FailoverPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: v1alpha1.FailoverPolicySpec{
+			NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "60s", Method: v1alpha1.RecoveryMethodAuto, StormCooldown: "5m",
+				Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}},
+			Rebalance: &v1alpha1.RebalanceSpec{Enabled: true, CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
+				Failback: v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: true}},
+		},
+		Status: v1alpha1.FailoverPolicyStatus{
+			ConnectedMembers: 1,
+			Members: []v1alpha1.MemberStatus{
+				{Name: "member1", Connected: true, Reason: "Connected", LastProbeTime: &now, ServerVersion: "v1.37.2", NodesReady: 2, NodesTotal: 3, LostNodes: 1, FencedNodes: 1},
+				{Name: "member2", Connected: false, Reason: "ProbeFailed", Message: "connection refused", LastProbeTime: &now},
+			},
+			Recoveries: []v1alpha1.NodeRecoveryStatus{{Cluster: "member1", Node: "node-b", Machine: "fleet/node-b", Phase: v1alpha1.RecoveryPhaseRecovered,
+				LostSince: &ago, FencedAt: &ago, Evidence: "MachineInfrastructureDeleted", Method: v1alpha1.RecoveryMethodOutOfServiceTaint, AffectedPods: 1}},
+			Rebalances: []v1alpha1.RebalanceStatus{{Namespace: "demo", Name: "web", Shifted: true, Reason: "MemberFailed", LastChangeTime: &ago}},
+			RecentDecisions: []v1alpha1.Decision{{Time: ago, Cluster: "member1", Object: "Node/node-b", Action: "TaintedOutOfService",
+				Reason: "MachineInfrastructureDeleted", Message: "fenced: Machine fleet/node-b is being deleted"}},
+		},
+	}
+}
+
+// seedMachine creates member1's Machine of node; a deleting one is held by
+// its finalizer with its infrastructure reported deleted.
+func seedMachine(t *testing.T, c client.Client, node string, deleting bool) {
+	t.Helper()
+	ctx := t.Context()
+	secret := "bootstrap-" + node
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: node, Labels: map[string]string{clusterv1.ClusterNameLabel: "member1"},
+			Finalizers: []string{clusterv1.MachineFinalizer}},
+		Spec: clusterv1.MachineSpec{ClusterName: "member1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &secret},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.example.io", Kind: "TestMachine", Name: node}},
+	}
+	create(t, c, m)
+	if deleting {
+		if err := c.Delete(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infra := metav1.Condition{Type: clusterv1.MachineInfrastructureReadyCondition, Status: metav1.ConditionTrue,
+		Reason: clusterv1.MachineInfrastructureReadyReason, LastTransitionTime: metav1.Now()}
+	if deleting {
+		infra.Status, infra.Reason = metav1.ConditionFalse, clusterv1.MachineInfrastructureDeletedReason
+	}
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: node}
+	m.Status.Conditions = []metav1.Condition{infra}
+	if err := c.Status().Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func create(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	if err := c.Create(t.Context(), o); err != nil {
+		t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}

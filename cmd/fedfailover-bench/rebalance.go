@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
@@ -61,6 +63,9 @@ type rbMeasure struct {
 	Mode     string   `json:"mode"`
 	Seconds  *float64 `json:"seconds"`
 	MinReady int32    `json:"min_ready"`
+	// Timeline is what placed the replicas: each change of the RSP spec,
+	// member1's Deployment and kubefed's view of member2, from the onset.
+	Timeline []string `json:"timeline"`
 }
 
 type rbOptions struct {
@@ -131,7 +136,10 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 	b := &rbBench{out: out, o: o}
 	b.progress("starting the lab (host + 2 members, 3 nodes each, kubefed)")
 	start := time.Now()
-	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 2, Nodes: 3, Logf: func(string, ...any) {}})
+	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 2, Nodes: 3,
+		// A loaded machine starts API servers slowly; the figures measured
+		// later do not include the start.
+		StartTimeout: 3 * time.Minute, Logf: func(string, ...any) {}})
 	if err != nil {
 		return err
 	}
@@ -149,7 +157,13 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 	for run := 1; run <= o.runs; run++ {
 		for _, sc := range []string{"exhaustion", "member-failure"} {
 			for _, mode := range []string{"kubefed", "fedfailover"} {
-				m, err := b.scenario(ctx, run, sc, mode)
+				m, err := b.scenario(ctx, run, 1, sc, mode)
+				if err != nil && ctx.Err() == nil {
+					// A loaded machine can fail the setup (a slow scheduler,
+					// a member slow to come back): one more try, fresh namespace.
+					b.progress("run %d %s (%s) failed, trying once more: %v", run, sc, mode, err)
+					m, err = b.scenario(ctx, run, 2, sc, mode)
+				}
 				if err != nil {
 					return fmt.Errorf("run %d %s (%s): %w", run, sc, mode, err)
 				}
@@ -158,6 +172,9 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 					secs = fmt.Sprintf("%.1fs", *m.Seconds)
 				}
 				b.progress("run %d/%d %-14s %-11s %s, min Ready %d/%d", run, o.runs, sc, mode, secs, m.MinReady, o.total)
+				for _, line := range m.Timeline {
+					fmt.Fprintf(b.out, "      %s\n", line)
+				}
 				all = append(all, m)
 			}
 		}
@@ -205,9 +222,9 @@ func (b *rbBench) connectHost() error {
 
 // scenario runs one scenario in one mode in its own namespace and leaves
 // the lab as it found it.
-func (b *rbBench) scenario(ctx context.Context, run int, sc, mode string) (m rbMeasure, err error) {
+func (b *rbBench) scenario(ctx context.Context, run, attempt int, sc, mode string) (m rbMeasure, err error) {
 	m = rbMeasure{Run: run, Scenario: sc, Mode: mode}
-	ns := fmt.Sprintf("bench-%s-%s-%d", sc, mode, run)
+	ns := fmt.Sprintf("bench-%s-%s-%d-%d", sc, mode, run, attempt)
 	if mode == "fedfailover" {
 		op, err := startOperator(ctx, b.hostCfg)
 		if err != nil {
@@ -319,10 +336,15 @@ func (b *rbBench) waitAllReady(ctx context.Context, ns, down string, onset time.
 	deadline := time.Now().Add(b.o.bound)
 	tick := time.NewTicker(rbSamplePace)
 	defer tick.Stop()
+	last := ""
 	for {
 		ready, ok := b.readyTotal(ctx, ns, down)
 		if ok {
 			m.MinReady = min(m.MinReady, ready)
+		}
+		if st := b.placementState(ctx, ns); st != last {
+			last = st
+			m.Timeline = append(m.Timeline, fmt.Sprintf("%+.1fs %s", time.Since(onset).Seconds(), st))
 		}
 		if ok && ready >= int32(b.o.total) {
 			s := time.Since(onset).Seconds()
@@ -338,6 +360,40 @@ func (b *rbBench) waitAllReady(ctx context.Context, ns, down string, onset time.
 		case <-tick.C:
 		}
 	}
+}
+
+// placementState describes who placed the replicas where: the RSP spec,
+// member1's Deployment and whether kubefed counts member2 Ready.
+func (b *rbBench) placementState(ctx context.Context, ns string) string {
+	out := "rsp "
+	r := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := b.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbWorkload}, r); err != nil {
+		out += "?"
+	} else {
+		out += fmt.Sprintf("total %d", r.Spec.TotalReplicas)
+		for _, c := range []string{rbHealthy, rbFaulty} {
+			p := r.Spec.Clusters[c]
+			mx := "-"
+			if p.MaxReplicas != nil {
+				mx = strconv.FormatInt(*p.MaxReplicas, 10)
+			}
+			out += fmt.Sprintf(" %s{w%d min%d max%s}", c, p.Weight, p.MinReplicas, mx)
+		}
+	}
+	if s1, r1, err := b.memberReplicas(ctx, rbHealthy, ns); err == nil {
+		out += fmt.Sprintf("; member1 deployment %d (ready %d)", s1, r1)
+	}
+	k := &kubefedv1beta1.KubeFedCluster{}
+	if err := b.host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: rbFaulty}, k); err == nil {
+		ready := "Unknown"
+		for _, c := range k.Status.Conditions {
+			if c.Type == "Ready" {
+				ready = string(c.Status)
+			}
+		}
+		out += "; kubefed member2 Ready=" + ready
+	}
+	return out
 }
 
 // readyTotal sums the members' ready replicas; the member that is down

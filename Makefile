@@ -161,3 +161,10 @@ bench-rebalance: $(LAB_TOOLS) ## Seconds to all replicas Running after capacity 
 demo: $(LAB_TOOLS) build ## Play the story on the local federation: node loss, capacity loss, failback (KEEP=1 leaves it running).
 	$(call step,running the demo on the local federation)
 	@$(BIN)/fedfailover-demo
+
+.PHONY: bench-recovery
+bench-recovery: $(LAB_TOOLS) ## Node recovery: fencing evidence and power-off to replacement Running (median, p95), vs no operator.
+	$(call step,building fedfailover-bench)
+	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	$(call step,node recovery benchmark)
+	@$(BIN)/fedfailover-bench recovery $(BENCH_ARGS)

@@ -25,6 +25,7 @@ func main() {
 	}
 	root.AddCommand(membersCmd(), measureMemberCmd())
 	root.AddCommand(rebalanceCmd())
+	root.AddCommand(recoveryCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

@@ -1,0 +1,884 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/internal/bench"
+	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/internal/operator"
+	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// The recovery benchmark's federation: one member with enough nodes that a
+// replacement always has somewhere to go.
+const (
+	rcMember     = "member1"
+	rcWorkload   = "db"
+	rcPolicy     = "bench-recovery"
+	rcSamplePace = 100 * time.Millisecond
+	rcGoalP95    = 5.0
+)
+
+type rcOptions struct {
+	runs          int
+	nodes         int
+	notReadyFor   time.Duration
+	bound         time.Duration
+	baselineBound time.Duration
+	baseline      bool
+	dir           string
+}
+
+// rcRun is one powered-off node recovered by fedfailover. Offsets are
+// seconds after power-off; the *ToRunning fields are nil when the
+// replacement was not Running within the bound.
+type rcRun struct {
+	Run                    int      `json:"run"`
+	Node                   string   `json:"node"`
+	ReplacementNode        string   `json:"replacement_node,omitempty"`
+	EvidenceWrittenSeconds float64  `json:"evidence_written_after_poweroff_seconds"`
+	NotReadySeconds        *float64 `json:"not_ready_observed_after_poweroff_seconds"`
+	LostSeconds            *float64 `json:"lost_after_poweroff_seconds"`
+	TaintSeconds           *float64 `json:"taint_observed_after_poweroff_seconds"`
+	// FencedAtMark is fedfailover's fenced-at mark (when it decided to act,
+	// whole seconds); FencedMarkSeconds is the same after power-off.
+	FencedAtMark           string   `json:"fenced_at_mark,omitempty"`
+	FencedMarkSeconds      *float64 `json:"fenced_at_mark_after_poweroff_seconds"`
+	PowerOffAt             string   `json:"poweroff_at"`
+	EvidenceToTaintSeconds *float64 `json:"evidence_to_taint_seconds"`
+	// Where the time after fencing goes, as first observed (seconds after
+	// the evidence was complete): the old pod object gone, its attachment
+	// to the dead node gone, the replacement bound to a node, the volume
+	// attached there.
+	OldPodGoneSeconds        *float64 `json:"evidence_to_old_pod_gone_seconds"`
+	OldAttachmentGoneSeconds *float64 `json:"evidence_to_old_attachment_gone_seconds"`
+	ScheduledSeconds         *float64 `json:"evidence_to_replacement_scheduled_seconds"`
+	AttachedSeconds          *float64 `json:"evidence_to_volume_attached_seconds"`
+	EvidenceToRunningSeconds *float64 `json:"evidence_to_running_seconds"`
+	PoweroffToRunningSeconds *float64 `json:"poweroff_to_running_seconds"`
+}
+
+// rcBaseline is the same fault with no operator running.
+type rcBaseline struct {
+	Node                  string   `json:"node"`
+	Recovered             bool     `json:"recovered"`
+	PoweroffToRunning     *float64 `json:"poweroff_to_running_seconds"`
+	ObservedStuckSeconds  float64  `json:"observed_stuck_seconds"`
+	PodState              string   `json:"pod_state"`
+	ManualTaintToRunning  *float64 `json:"manual_taint_to_running_seconds"`
+	ManualTaintRecovered  bool     `json:"manual_taint_recovered"`
+	ManualTaintAfterStuck float64  `json:"manual_taint_after_poweroff_seconds"`
+}
+
+func recoveryCmd() *cobra.Command {
+	var o rcOptions
+	cmd := &cobra.Command{
+		Use:   "recovery",
+		Short: "Seconds from a powered-off node's fencing evidence to its StatefulSet pod Running elsewhere, vs no operator",
+		Long: `Starts a host and one member (kubefed joined, kwok nodes, the lab's fake CSI
+attacher) and measures node recovery of a StatefulSet pod with a
+ReadWriteOnce volume.
+
+Baseline (first, no fedfailover running, no policy): a one-replica
+StatefulSet runs with its volume attached; its node is powered off (kwok
+SIGKILLed, Machine deleted with InfrastructureReady=False/InfrastructureDeleted).
+It is reported recovered only if the replacement runs elsewhere with the
+volume attached there within --baseline-bound of the power-off; otherwise
+baseline_recovered is false and the time it was observed stuck is given
+(Kubernetes never replaces it on its own). Then the out-of-service taint is
+applied by hand, as the baseline e2e test does, and the time from the taint
+to the replacement Running is reported too.
+
+Runs (--runs): fedfailover's controllers run in this process through
+operator.Setup (the controller defaults cmd/manager uses), with a
+FailoverPolicy: nodeRecovery notReadyFor=--not-ready-for, fencing by Machine
+infrastructure deletion, method Auto, maxUnhealthy 40%. Each run creates a
+fresh StatefulSet in its own namespace, waits until its pod is Running with
+its volume attached, powers off the pod's node with evidence machine-deleted,
+and samples every 100 ms until the replacement pod is Ready on another node
+with its volume attached there and nowhere else ("Running"). Then the node is
+powered back on and the run ends only when the node is Ready again and
+fedfailover has removed its out-of-service taint and marks.
+
+  poweroff_to_running  from just before the node's kwok is killed to Running.
+  evidence_to_running  from the moment the fencing evidence is complete to
+                       Running. That moment is the later of
+                         - the Machine evidence written (PowerOff returned:
+                           the lab has deleted the Machine and set
+                           InfrastructureReady=False/InfrastructureDeleted), and
+                         - the node lost: its Ready condition's
+                           lastTransitionTime (written by kube-controller-
+                           manager, whole seconds) + notReadyFor, the instant
+                           at which fedfailover's own Lost() turns true.
+                       It is what fedfailover adds once it is allowed to act:
+                       its reaction, the taint, the pod deletion, the
+                       detach/attach and the replacement's start.
+Also shown: evidence -> out-of-service taint observed (fedfailover's own
+part). The node takes ~16 s to go NotReady in the lab (lease 8 s, node
+monitor grace period 16 s), so poweroff_to_running is about that plus
+notReadyFor plus evidence_to_running.
+
+Goal (issue 5): evidence_to_running p95 <= 5 s. p95 is nearest-rank, so with
+fewer than 20 runs it is the worst run. A run that does not recover within
+--bound makes the median and p95 null, never a number.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.runs < 1 {
+				return fmt.Errorf("--runs must be at least 1, got %d", o.runs)
+			}
+			if o.nodes < 3 {
+				return fmt.Errorf("--nodes must be at least 3, got %d", o.nodes)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runRecoveryBench(ctx, cmd.OutOrStdout(), o)
+		},
+	}
+	cmd.Flags().IntVar(&o.runs, "runs", 5, "powered-off nodes recovered by fedfailover")
+	cmd.Flags().IntVar(&o.nodes, "nodes", 3, "kwok nodes in the member (maxUnhealthy 40% allows one lost node per 2.5)")
+	cmd.Flags().DurationVar(&o.notReadyFor, "not-ready-for", 10*time.Second, "the policy's nodeRecovery.notReadyFor")
+	cmd.Flags().DurationVar(&o.bound, "bound", 120*time.Second, "give up waiting for a run's replacement Running after this long from power-off")
+	cmd.Flags().DurationVar(&o.baselineBound, "baseline-bound", 120*time.Second, "how long after power-off the no-operator baseline is watched")
+	cmd.Flags().BoolVar(&o.baseline, "baseline", true, "measure the no-operator baseline")
+	cmd.Flags().StringVar(&o.dir, "dir", "", "lab directory (default: a temporary directory)")
+	return cmd
+}
+
+// rcBench is one benchmark session on one lab.
+type rcBench struct {
+	out     io.Writer
+	o       rcOptions
+	l       *lab.Lab
+	hostCfg *rest.Config
+	host    client.Client
+	member  client.Client
+}
+
+func runRecoveryBench(ctx context.Context, out io.Writer, o rcOptions) (err error) {
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(o.dir)
+	}
+	b := &rcBench{out: out, o: o}
+	b.progress("starting the lab (host + 1 member, %d nodes, kubefed)", o.nodes)
+	start := time.Now()
+	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 1, Nodes: o.nodes, Logf: func(string, ...any) {}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := b.l.Down(context.Background()); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	b.progress("lab up in %s", time.Since(start).Round(time.Second))
+	if err := b.connect(); err != nil {
+		return err
+	}
+
+	var base *rcBaseline
+	if o.baseline {
+		base, err = b.baselineRun(ctx)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+	}
+
+	op, err := b.startOperator(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := op.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	if err := b.createPolicy(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: rcPolicy}}
+		if derr := b.host.Delete(context.Background(), pol); derr != nil && !apierrors.IsNotFound(derr) && err == nil {
+			err = derr
+		}
+	}()
+
+	var runs []rcRun
+	for i := 1; i <= o.runs; i++ {
+		r, err := b.run(ctx, i)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", i, err)
+		}
+		b.progress("run %d/%d node %s: evidence->taint %s, evidence->Running %s, power-off->Running %s",
+			i, o.runs, r.Node, rcFmt(r.EvidenceToTaintSeconds), rcFmt(r.EvidenceToRunningSeconds), rcFmt(r.PoweroffToRunningSeconds))
+		runs = append(runs, r)
+	}
+	return b.report(runs, base)
+}
+
+func (b *rcBench) progress(format string, args ...any) {
+	fmt.Fprintf(b.out, "==> "+format+"\n", args...)
+}
+
+// connect installs the FailoverPolicy CRD in the lab host and makes the
+// host and member clients.
+func (b *rcBench) connect() error {
+	st, err := b.l.State()
+	if err != nil {
+		return err
+	}
+	b.hostCfg, err = clientcmd.BuildConfigFromFlags("", st.Cluster(lab.HostName).Kubeconfig)
+	if err != nil {
+		return err
+	}
+	root, err := paths.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if _, err := envtest.InstallCRDs(b.hostCfg, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		return fmt.Errorf("installing fedfailover CRDs in the lab host: %w", err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return err
+	}
+	if b.host, err = client.New(b.hostCfg, client.Options{Scheme: s}); err != nil {
+		return err
+	}
+	b.member, err = b.l.Client(rcMember)
+	return err
+}
+
+// createWorkload creates a one-replica StatefulSet with an RWO volume in a
+// fresh namespace and waits until its pod runs with the volume attached.
+func (b *rcBench) createWorkload(ctx context.Context, ns string) (node, pv string, err error) {
+	if _, err := b.l.CreateStatefulSetWithVolumes(ctx, rcMember, ns, rcWorkload, 1); err != nil {
+		return "", "", err
+	}
+	err = rcPoll(ctx, 2*time.Minute, rcWorkload+"-0 Running with its volume attached", func(ctx context.Context) (bool, string, error) {
+		p, pvName, ok, why, err := b.replacement(ctx, ns, "")
+		if err != nil || !ok {
+			return false, why, nil
+		}
+		node, pv = p.Spec.NodeName, pvName
+		return true, "", nil
+	})
+	return node, pv, err
+}
+
+// deleteWorkload deletes a run's namespace and PV without waiting.
+func (b *rcBench) deleteWorkload(ns string) {
+	ctx := context.Background()
+	_ = b.member.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	_ = b.member.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pv-%s-%s-0", ns, rcWorkload)}})
+}
+
+// replacement reports whether the workload's pod is Ready on a node other
+// than notOn with its claim's volume attached to that node and nowhere else.
+func (b *rcBench) replacement(ctx context.Context, ns, notOn string) (pod *corev1.Pod, pv string, ok bool, why string, err error) {
+	pods := &corev1.PodList{}
+	if err := b.member.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": rcWorkload}); err != nil {
+		return nil, "", false, err.Error(), err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !rcPodReady(p) || p.Spec.NodeName == notOn {
+			why = fmt.Sprintf("%s %s on %q deleting=%v", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil)
+			continue
+		}
+		pod = p
+	}
+	if pod == nil {
+		if why == "" {
+			why = "no pod"
+		}
+		return nil, "", false, why, nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := b.member.Get(ctx, client.ObjectKey{Namespace: ns, Name: lab.VolumeTemplateName + "-" + pod.Name}, pvc); err != nil {
+		return nil, "", false, err.Error(), err
+	}
+	pv = pvc.Spec.VolumeName
+	vas := &storagev1.VolumeAttachmentList{}
+	if err := b.member.List(ctx, vas); err != nil {
+		return nil, "", false, err.Error(), err
+	}
+	var attached, all []string
+	for _, va := range vas.Items {
+		if va.Spec.Source.PersistentVolumeName == nil || *va.Spec.Source.PersistentVolumeName != pv {
+			continue
+		}
+		all = append(all, va.Spec.NodeName)
+		if va.Status.Attached {
+			attached = append(attached, va.Spec.NodeName)
+		}
+	}
+	want := []string{pod.Spec.NodeName}
+	if !slices.Equal(attached, want) || !slices.Equal(all, want) {
+		return nil, "", false, fmt.Sprintf("pod Ready on %s, volume %s attached to %v, attachments for %v", pod.Spec.NodeName, pv, attached, all), nil
+	}
+	return pod, pv, true, "", nil
+}
+
+func rcPodReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func rcHasOOSTaint(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
+}
+
+func rcReadyCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// baselineRun powers off the node of a StatefulSet pod with no operator
+// running, watches it for --baseline-bound, then applies the out-of-service
+// taint by hand and restores the node.
+func (b *rcBench) baselineRun(ctx context.Context) (*rcBaseline, error) {
+	ns := "bench-recovery-baseline"
+	defer b.deleteWorkload(ns)
+	node, pv, err := b.createWorkload(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	base := &rcBaseline{Node: node}
+	b.progress("baseline: %s-0 runs on %s; powering it off with no operator, watching %s", rcWorkload, node, b.o.baselineBound)
+	powerOff := time.Now()
+	if err := b.l.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := b.restoreBaselineNode(context.Background(), node); err != nil {
+			b.progress("baseline: restoring %s: %v", node, err)
+		}
+	}()
+	recovered, err := b.waitRunning(ctx, ns, node, pv, powerOff.Add(b.o.baselineBound))
+	if err != nil {
+		return nil, err
+	}
+	base.ObservedStuckSeconds = rcRound1(time.Since(powerOff).Seconds())
+	if recovered {
+		base.Recovered = true
+		base.PoweroffToRunning = ptr.To(base.ObservedStuckSeconds)
+		b.progress("baseline: replacement Running %.1fs after power-off without fedfailover", base.ObservedStuckSeconds)
+		return base, nil
+	}
+	base.PodState = b.podState(ctx, ns)
+	b.progress("baseline: not recovered after %.1fs (%s); applying the out-of-service taint by hand", base.ObservedStuckSeconds, base.PodState)
+	base.ManualTaintAfterStuck = base.ObservedStuckSeconds
+	taintAt := time.Now()
+	if err := b.setOutOfService(ctx, node, true); err != nil {
+		return nil, err
+	}
+	ok, err := b.waitRunning(ctx, ns, node, pv, taintAt.Add(b.o.bound))
+	if err != nil {
+		return nil, err
+	}
+	base.ManualTaintRecovered = ok
+	if ok {
+		base.ManualTaintToRunning = ptr.To(rcRound1(time.Since(taintAt).Seconds()))
+	}
+	b.progress("baseline: manual taint -> Running %s", rcFmt(base.ManualTaintToRunning))
+	return base, nil
+}
+
+// podState describes the workload's pods for the report.
+func (b *rcBench) podState(ctx context.Context, ns string) string {
+	pods := &corev1.PodList{}
+	if err := b.member.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	s := ""
+	for _, p := range pods.Items {
+		st := string(p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			st = "Terminating"
+		}
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %s on %s", p.Name, st, p.Spec.NodeName)
+	}
+	return s
+}
+
+// waitRunning samples until the replacement is Running off node or the
+// deadline passes (ok false).
+func (b *rcBench) waitRunning(ctx context.Context, ns, node, pv string, deadline time.Time) (bool, error) {
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		smp, err := b.sample(sctx, ns, node, pv)
+		cancel()
+		if err == nil && smp.running != "" {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(rcSamplePace):
+		}
+	}
+}
+
+func (b *rcBench) setOutOfService(ctx context.Context, node string, on bool) error {
+	n := &corev1.Node{}
+	if err := b.member.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	var taints []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != corev1.TaintNodeOutOfService {
+			taints = append(taints, t)
+		}
+	}
+	if on {
+		taints = append(taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	}
+	n.Spec.Taints = taints
+	return b.member.Patch(ctx, n, patch)
+}
+
+// restoreBaselineNode powers the node on, removes the hand-made taint and
+// waits until it is Ready.
+func (b *rcBench) restoreBaselineNode(ctx context.Context, node string) error {
+	if err := b.l.Restore(ctx, node); err != nil {
+		return err
+	}
+	if err := b.setOutOfService(ctx, node, false); err != nil {
+		return err
+	}
+	return b.l.WaitNodeReady(ctx, b.member, node, corev1.ConditionTrue, 90*time.Second)
+}
+
+// rcOperator is fedfailover's controllers in this process.
+type rcOperator struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startOperator runs every fedfailover controller, wired by operator.Setup
+// with the defaults cmd/manager uses, and waits until it is connected to
+// the member.
+func (b *rcBench) startOperator(ctx context.Context) (*rcOperator, error) {
+	s, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(b.hostCfg, ctrl.Options{
+		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithCancel(ctx)
+	members, err := operator.Setup(octx, mgr, operator.Options{KubefedNamespace: lab.KubefedNS})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	op := &rcOperator{cancel: cancel, done: make(chan error, 1)}
+	go func() { op.done <- mgr.Start(octx) }()
+	b.progress("starting fedfailover in this process")
+	err = rcPoll(ctx, 90*time.Second, "operator connected to "+rcMember, func(context.Context) (bool, string, error) {
+		select {
+		case err := <-op.done:
+			return false, "", fmt.Errorf("manager stopped: %w", err)
+		default:
+		}
+		c := members.ConnectedClusters()
+		return slices.Contains(c, rcMember), fmt.Sprintf("connected %v", c), nil
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return op, nil
+}
+
+func (o *rcOperator) stop() error {
+	o.cancel()
+	select {
+	case err := <-o.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("manager: %w", err)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("manager did not stop within 30s")
+	}
+}
+
+// rcBenchPolicy is the node recovery policy the runs use.
+func (b *rcBench) policy() *v1alpha1.NodeRecoverySpec {
+	pct := intstr.FromString("40%")
+	return &v1alpha1.NodeRecoverySpec{
+		Enabled: true, NotReadyFor: v1alpha1.Duration(b.o.notReadyFor.String()), Method: v1alpha1.RecoveryMethodAuto,
+		MaxUnhealthy: &pct, StormCooldown: "5s",
+		Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true},
+	}
+}
+
+func (b *rcBench) createPolicy(ctx context.Context) error {
+	p := &v1alpha1.FailoverPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: rcPolicy},
+		Spec:       v1alpha1.FailoverPolicySpec{NodeRecovery: b.policy()},
+	}
+	return b.host.Create(ctx, p)
+}
+
+// waitClean waits until every member node is Ready, without the
+// out-of-service taint and without fedfailover's marks.
+func (b *rcBench) waitClean(ctx context.Context) error {
+	return rcPoll(ctx, 90*time.Second, "every node Ready without the out-of-service taint or marks", func(ctx context.Context) (bool, string, error) {
+		nodes := &corev1.NodeList{}
+		if err := b.member.List(ctx, nodes); err != nil {
+			return false, err.Error(), nil
+		}
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			if lab.NodeReadyStatus(n) != corev1.ConditionTrue || rcHasOOSTaint(n) {
+				return false, fmt.Sprintf("%s Ready=%s taints=%v", n.Name, lab.NodeReadyStatus(n), n.Spec.Taints), nil
+			}
+			if _, marked := n.Annotations[noderecovery.AnnotationAction]; marked {
+				return false, fmt.Sprintf("%s still marked %v", n.Name, n.Annotations), nil
+			}
+		}
+		return true, "", nil
+	})
+}
+
+// run is one measured recovery with fedfailover.
+func (b *rcBench) run(ctx context.Context, i int) (r rcRun, err error) {
+	r.Run = i
+	if err := b.waitClean(ctx); err != nil {
+		return r, err
+	}
+	ns := fmt.Sprintf("bench-recovery-%d", i)
+	defer b.deleteWorkload(ns)
+	node, pv, err := b.createWorkload(ctx, ns)
+	if err != nil {
+		return r, err
+	}
+	r.Node = node
+
+	powerOff := time.Now()
+	r.PowerOffAt = powerOff.UTC().Format(time.RFC3339Nano)
+	if err := b.l.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		return r, err
+	}
+	evidence := time.Now()
+	r.EvidenceWrittenSeconds = rcRound3(evidence.Sub(powerOff).Seconds())
+	defer func() {
+		if rerr := b.restore(context.Background(), node); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+
+	var lost, tainted, running, oldGone, vaGone, scheduled, attached time.Time
+	deadline := powerOff.Add(b.o.bound)
+	for running.IsZero() && time.Now().Before(deadline) {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n := &corev1.Node{}
+		if err := b.member.Get(sctx, client.ObjectKey{Name: node}, n); err == nil {
+			if c := rcReadyCondition(n); c != nil && c.Status != corev1.ConditionTrue && lost.IsZero() {
+				r.NotReadySeconds = ptr.To(rcRound3(time.Since(powerOff).Seconds()))
+				lost = c.LastTransitionTime.Add(b.o.notReadyFor)
+			}
+			if rcHasOOSTaint(n) && tainted.IsZero() {
+				tainted = time.Now()
+				if at, err := time.Parse(time.RFC3339, n.Annotations[noderecovery.AnnotationFencedAt]); err == nil {
+					r.FencedAtMark = n.Annotations[noderecovery.AnnotationFencedAt]
+					r.FencedMarkSeconds = ptr.To(rcRound3(at.Sub(powerOff).Seconds()))
+				}
+			}
+		}
+		if smp, err := b.sample(sctx, ns, node, pv); err == nil {
+			now := time.Now()
+			for _, st := range []struct {
+				seen bool
+				at   *time.Time
+			}{
+				{!tainted.IsZero() && !smp.oldPod, &oldGone}, {!tainted.IsZero() && !smp.oldVA, &vaGone},
+				{smp.scheduled != "", &scheduled}, {smp.attached, &attached}, {smp.running != "", &running},
+			} {
+				if st.seen && st.at.IsZero() {
+					*st.at = now
+				}
+			}
+			if smp.running != "" {
+				r.ReplacementNode = smp.running
+			}
+		}
+		cancel()
+		if running.IsZero() {
+			select {
+			case <-ctx.Done():
+				return r, ctx.Err()
+			case <-time.After(rcSamplePace):
+			}
+		}
+	}
+	fenced := evidence
+	if !lost.IsZero() {
+		r.LostSeconds = ptr.To(rcRound3(lost.Sub(powerOff).Seconds()))
+		if lost.After(fenced) {
+			fenced = lost
+		}
+	}
+	if !tainted.IsZero() {
+		r.TaintSeconds = ptr.To(rcRound3(tainted.Sub(powerOff).Seconds()))
+		r.EvidenceToTaintSeconds = ptr.To(rcRound3(tainted.Sub(fenced).Seconds()))
+	}
+	for _, st := range []struct {
+		at  time.Time
+		out **float64
+	}{{oldGone, &r.OldPodGoneSeconds}, {vaGone, &r.OldAttachmentGoneSeconds}, {scheduled, &r.ScheduledSeconds}, {attached, &r.AttachedSeconds}} {
+		if !st.at.IsZero() {
+			*st.out = ptr.To(rcRound3(st.at.Sub(fenced).Seconds()))
+		}
+	}
+	if !running.IsZero() {
+		r.PoweroffToRunningSeconds = ptr.To(rcRound3(running.Sub(powerOff).Seconds()))
+		if !lost.IsZero() {
+			r.EvidenceToRunningSeconds = ptr.To(rcRound3(running.Sub(fenced).Seconds()))
+		}
+	}
+	return r, nil
+}
+
+// rcSample is one look at the workload and its volume: one pod list and
+// one VolumeAttachment list, so that sampling every 100 ms stays light.
+type rcSample struct {
+	oldPod    bool   // a pod of the workload is still bound to the old node
+	scheduled string // a pod is bound to another node
+	running   string // that pod is Ready and the volume is attached there and nowhere else
+	oldVA     bool   // the volume still has an attachment to the old node
+	attached  bool   // the volume is attached to another node
+}
+
+func (b *rcBench) sample(ctx context.Context, ns, node, pv string) (rcSample, error) {
+	var s rcSample
+	pods := &corev1.PodList{}
+	if err := b.member.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": rcWorkload}); err != nil {
+		return s, err
+	}
+	vas := &storagev1.VolumeAttachmentList{}
+	if err := b.member.List(ctx, vas); err != nil {
+		return s, err
+	}
+	var ready string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case p.Spec.NodeName == node:
+			s.oldPod = true
+		case p.Spec.NodeName != "":
+			s.scheduled = p.Spec.NodeName
+			if rcPodReady(p) {
+				ready = p.Spec.NodeName
+			}
+		}
+	}
+	var attached, all []string
+	for _, va := range vas.Items {
+		if va.Spec.Source.PersistentVolumeName == nil || *va.Spec.Source.PersistentVolumeName != pv {
+			continue
+		}
+		all = append(all, va.Spec.NodeName)
+		if va.Spec.NodeName == node {
+			s.oldVA = true
+		}
+		if va.Status.Attached {
+			attached = append(attached, va.Spec.NodeName)
+			if va.Spec.NodeName != node {
+				s.attached = true
+			}
+		}
+	}
+	if ready != "" && slices.Equal(attached, []string{ready}) && slices.Equal(all, []string{ready}) {
+		s.running = ready
+	}
+	return s, nil
+}
+
+// restore powers the node back on; fedfailover must then remove its taint
+// and marks (checked by the next run's waitClean, and here for the last).
+func (b *rcBench) restore(ctx context.Context, node string) error {
+	if err := b.l.Restore(ctx, node); err != nil {
+		return err
+	}
+	if err := b.l.WaitNodeReady(ctx, b.member, node, corev1.ConditionTrue, 90*time.Second); err != nil {
+		return err
+	}
+	return b.waitClean(ctx)
+}
+
+// rcPoll polls cond every 250 ms until it holds, fails, or timeout passes.
+func rcPoll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		ok, why, err := cond(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("waiting for %s: %w", what, err)
+			}
+			return fmt.Errorf("timed out after %s waiting for %s; last: %s", timeout, what, last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func rcRound1(v float64) float64 { return math.Round(v*10) / 10 }
+func rcRound3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+func rcFmt(v *float64) string {
+	if v == nil {
+		return "not recovered"
+	}
+	return fmt.Sprintf("%.1fs", *v)
+}
+
+// rcStats is the median and p95 of one figure over all runs; both nil when
+// any run lacks it (a median over only the runs that recovered would hide
+// the others).
+func rcStats(runs []rcRun, get func(rcRun) *float64) (median, p95 *float64, n int) {
+	var xs []float64
+	for _, r := range runs {
+		if v := get(r); v != nil {
+			xs = append(xs, *v)
+		}
+	}
+	if len(runs) == 0 || len(xs) != len(runs) {
+		return nil, nil, len(xs)
+	}
+	return ptr.To(rcRound1(bench.Median(xs))), ptr.To(rcRound1(bench.P95(xs))), len(xs)
+}
+
+func (b *rcBench) report(runs []rcRun, base *rcBaseline) error {
+	evMed, evP95, evN := rcStats(runs, func(r rcRun) *float64 { return r.EvidenceToRunningSeconds })
+	poMed, poP95, _ := rcStats(runs, func(r rcRun) *float64 { return r.PoweroffToRunningSeconds })
+	tMed, tP95, _ := rcStats(runs, func(r rcRun) *float64 { return r.EvidenceToTaintSeconds })
+	nrMed, nrP95, _ := rcStats(runs, func(r rcRun) *float64 { return r.NotReadySeconds })
+	goneMed, goneP95, _ := rcStats(runs, func(r rcRun) *float64 { return r.OldPodGoneSeconds })
+	vaMed, vaP95, _ := rcStats(runs, func(r rcRun) *float64 { return r.OldAttachmentGoneSeconds })
+	attMed, attP95, _ := rcStats(runs, func(r rcRun) *float64 { return r.AttachedSeconds })
+	sec := func(v *float64) string {
+		if v == nil {
+			return fmt.Sprintf("not recovered (%d/%d runs)", evN, len(runs))
+		}
+		return bench.Seconds(*v)
+	}
+	baseCol := "-"
+	var baseManual *float64
+	var baseRecovered *bool
+	if base != nil {
+		baseRecovered = ptr.To(base.Recovered)
+		if base.Recovered {
+			baseCol = bench.Seconds(*base.PoweroffToRunning)
+		} else {
+			baseCol = fmt.Sprintf("not recovered (stuck %.0fs)", base.ObservedStuckSeconds)
+		}
+		baseManual = base.ManualTaintToRunning
+	}
+	manualCol := "-"
+	if baseManual != nil {
+		manualCol = bench.Seconds(*baseManual) + " (taint by hand)"
+	}
+	fmt.Fprintln(b.out)
+	fmt.Fprintf(b.out, "node recovery benchmark: %d run(s), notReadyFor %s, fencing machineInfrastructureDeleted, method Auto; seconds, sampled every %s\n",
+		len(runs), b.o.notReadyFor, rcSamplePace)
+	if err := bench.Table(b.out, []string{"FIGURE", "FEDFAILOVER S (MEDIAN)", "P95", "NO OPERATOR (BASELINE)"}, [][]string{
+		{"(a) evidence -> replacement Running", sec(evMed), sec(evP95), manualCol},
+		{"(b) power-off -> replacement Running", sec(poMed), sec(poP95), baseCol},
+		{"    evidence -> taint (fedfailover)", sec(tMed), sec(tP95), "-"},
+		{"    evidence -> old pod gone", sec(goneMed), sec(goneP95), "-"},
+		{"    evidence -> old attachment gone", sec(vaMed), sec(vaP95), "-"},
+		{"    evidence -> volume attached to new node", sec(attMed), sec(attP95), "-"},
+		{"    power-off -> NotReady (lab)", sec(nrMed), sec(nrP95), "-"},
+	}); err != nil {
+		return err
+	}
+	goalMet := evP95 != nil && *evP95 <= rcGoalP95
+	fmt.Fprintf(b.out, "goal: (a) p95 <= %.0f s: %s\n", rcGoalP95, map[bool]string{true: "met", false: "MISSED"}[goalMet])
+	return bench.WriteJSON(b.out, map[string]any{
+		"benchmark":                                "recovery",
+		"runs":                                     len(runs),
+		"not_ready_for_seconds":                    b.o.notReadyFor.Seconds(),
+		"bound_seconds":                            b.o.bound.Seconds(),
+		"policy":                                   b.policy(),
+		"evidence_to_running_median_seconds":       evMed,
+		"evidence_to_running_p95_seconds":          evP95,
+		"poweroff_to_running_median_seconds":       poMed,
+		"poweroff_to_running_p95_seconds":          poP95,
+		"evidence_to_taint_median_seconds":         tMed,
+		"evidence_to_taint_p95_seconds":            tP95,
+		"poweroff_to_not_ready_median_seconds":     nrMed,
+		"recovered_runs":                           evN,
+		"goal_evidence_to_running_p95_seconds":     rcGoalP95,
+		"goal_met":                                 goalMet,
+		"baseline_recovered":                       baseRecovered,
+		"baseline":                                 base,
+		"baseline_bound_seconds":                   b.o.baselineBound.Seconds(),
+		"baseline_manual_taint_to_running_seconds": baseManual,
+		"measurements":                             runs,
+		"sample_interval_ms":                       rcSamplePace.Milliseconds(),
+	})
+}

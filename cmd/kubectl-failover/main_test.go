@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,7 +128,7 @@ func TestCommandsOnAPIServer(t *testing.T) {
 		wantLines(t, out, "MEMBER ", "member1   Yes         True            2/3     1      1",
 			"member2   No          False", "default   Recovery(Auto)+Rebalance   No        1/2",
 			"demo/web   default   member1   w=1        w=4,min=4,max=4   4          Yes",
-			"member1/node-b   Recovered   MachineInfrastructureDeleted", "TaintedOutOfService")
+			"member1/m1-node-2   Recovered   MachineInfrastructureDeleted", "TaintedOutOfService")
 	})
 	t.Run("status wide", func(t *testing.T) {
 		wantLines(t, mustRun(t, "status", "-o", "wide", kc, "--context", "envtest"), "VERSION", "MemberFailed", "ProbeFailed")
@@ -146,11 +147,11 @@ func TestCommandsOnAPIServer(t *testing.T) {
 		wantLines(t, mustRun(t, "status", "-n", "other", kc), "No ReplicaSchedulingPreference in the host cluster.")
 	})
 	t.Run("explain node", func(t *testing.T) {
-		out := mustRun(t, "explain", "node", "member1/node-b", kc)
-		wantLines(t, out, "Verdict:          Recovered", "Name:           fleet/node-b",
+		out := mustRun(t, "explain", "node", "member1/m1-node-2", kc)
+		wantLines(t, out, "Verdict:          Recovered", "Name:           fleet/m1-node-2",
 			"Fenced:         Yes (MachineInfrastructureDeleted)", "TaintedOutOfService (MachineInfrastructureDeleted)")
-		out = mustRun(t, "explain", "node", "member1/node-a", kc, "-o", "json")
-		wantLines(t, out, `"verdict": "Not lost"`, `"Machine fleet/node-a is not being deleted"`)
+		out = mustRun(t, "explain", "node", "member1/m1-node-1", kc, "-o", "json")
+		wantLines(t, out, `"verdict": "Not lost"`, `"Machine fleet/m1-node-1 is not being deleted"`)
 	})
 	t.Run("plan", func(t *testing.T) {
 		out := mustRun(t, "plan", "--fail", "member1", kc)
@@ -161,6 +162,7 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	})
 	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
+	t.Run("docs", func(t *testing.T) { testDocs(t, h) })
 	t.Run("CRDs missing", func(t *testing.T) { testCRDsMissing(t, h) })
 }
 
@@ -173,7 +175,7 @@ func testErrors(t *testing.T, h *host) {
 		"forbidden":        {[]string{"status", "--kubeconfig=" + h.nobody}, []string{"forbidden", "failoverpolicies.failover.fedfailover.io cluster-wide"}},
 		"unknown member":   {[]string{"plan", "--fail", "nope", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`, "member1, member2"}},
 		"plan needs flag":  {[]string{"plan", "--kubeconfig=" + h.admin}, []string{"fail", "full"}},
-		"bad node arg":     {[]string{"explain", "node", "node-a", "--kubeconfig=" + h.admin}, []string{"want CLUSTER/NODE"}},
+		"bad node arg":     {[]string{"explain", "node", "m1-node-1", "--kubeconfig=" + h.admin}, []string{"want CLUSTER/NODE"}},
 		"bad output":       {[]string{"status", "-o", "table", "--kubeconfig=" + h.admin}, []string{`unknown output format "table"`}},
 		"unknown explain":  {[]string{"explain", "node", "nope/x", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`}},
 		"mutually exclude": {[]string{"plan", "--fail", "member1", "--full", "member2", "--kubeconfig=" + h.admin}, []string{"none of the others can be"}},
@@ -198,7 +200,7 @@ func testWatch(t *testing.T, h *host) {
 	cmd.SetArgs([]string{"status", "--watch", "--interval", "100ms", "--kubeconfig=" + h.admin})
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	waitFor(t, &out, "member1/node-b")
+	waitFor(t, &out, "member1/m1-node-2")
 	pol := &v1alpha1.FailoverPolicy{}
 	if err := h.c.Get(ctx, client.ObjectKey{Name: "default"}, pol); err != nil {
 		t.Fatal(err)
@@ -305,8 +307,8 @@ func seedHost(t *testing.T, c client.Client) {
 	if err := c.Status().Update(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
-	seedMachine(t, c, "node-a", false)
-	seedMachine(t, c, "node-b", true)
+	seedMachine(t, c, "m1-node-1", false)
+	seedMachine(t, c, "m1-node-2", true)
 }
 
 func seedClusters(t *testing.T, c client.Client) {
@@ -340,11 +342,11 @@ func seedPolicy() *v1alpha1.FailoverPolicy {
 				{Name: "member1", Connected: true, Reason: "Connected", LastProbeTime: &now, ServerVersion: "v1.37.2", NodesReady: 2, NodesTotal: 3, LostNodes: 1, FencedNodes: 1},
 				{Name: "member2", Connected: false, Reason: "ProbeFailed", Message: "connection refused", LastProbeTime: &now},
 			},
-			Recoveries: []v1alpha1.NodeRecoveryStatus{{Cluster: "member1", Node: "node-b", Machine: "fleet/node-b", Phase: v1alpha1.RecoveryPhaseRecovered,
+			Recoveries: []v1alpha1.NodeRecoveryStatus{{Cluster: "member1", Node: "m1-node-2", Machine: "fleet/m1-node-2", Phase: v1alpha1.RecoveryPhaseRecovered,
 				LostSince: &ago, FencedAt: &ago, Evidence: "MachineInfrastructureDeleted", Method: v1alpha1.RecoveryMethodOutOfServiceTaint, AffectedPods: 1}},
 			Rebalances: []v1alpha1.RebalanceStatus{{Namespace: "demo", Name: "web", Shifted: true, Reason: "MemberFailed", LastChangeTime: &ago}},
-			RecentDecisions: []v1alpha1.Decision{{Time: ago, Cluster: "member1", Object: "Node/node-b", Action: "TaintedOutOfService",
-				Reason: "MachineInfrastructureDeleted", Message: "fenced: Machine fleet/node-b is being deleted"}},
+			RecentDecisions: []v1alpha1.Decision{{Time: ago, Cluster: "member1", Object: "Node/m1-node-2", Action: "TaintedOutOfService",
+				Reason: "MachineInfrastructureDeleted", Message: "fenced: Machine fleet/m1-node-2 is being deleted"}},
 		},
 	}
 }
@@ -386,5 +388,51 @@ func create(t *testing.T, c client.Client, o client.Object) {
 	t.Helper()
 	if err := c.Create(t.Context(), o); err != nil {
 		t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// testDocs runs every `$ kubectl failover ...` line of docs/cli.md against
+// the seeded host. A line ending in "# fails: TEXT" must fail with TEXT;
+// --watch lines run for two seconds.
+func testDocs(t *testing.T, h *host) {
+	root, err := paths.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		cmdline, ok := strings.CutPrefix(strings.TrimSpace(line), "$ kubectl failover ")
+		if !ok {
+			continue
+		}
+		n++
+		cmdline, fails, _ := strings.Cut(cmdline, "# fails: ")
+		args := append(strings.Fields(cmdline), "--kubeconfig="+h.admin)
+		t.Run(strings.TrimSpace(cmdline), func(t *testing.T) { runDocCommand(t, args, strings.TrimSpace(fails)) })
+	}
+	if n < 8 {
+		t.Fatalf("found only %d commands in docs/cli.md", n)
+	}
+}
+
+func runDocCommand(t *testing.T, args []string, fails string) {
+	ctx := t.Context()
+	if slices.Contains(args, "--watch") || slices.Contains(args, "-w") {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+	}
+	out, err := run(ctx, args...)
+	switch {
+	case fails == "" && err != nil:
+		t.Fatalf("%v\n%s", err, out)
+	case fails != "" && (err == nil || !strings.Contains(err.Error(), fails)):
+		t.Fatalf("want an error with %q, got %v", fails, err)
+	case fails == "" && strings.TrimSpace(out) == "":
+		t.Fatal("no output")
 	}
 }

@@ -67,8 +67,8 @@ type rcRun struct {
 	NotReadySeconds        *float64 `json:"not_ready_observed_after_poweroff_seconds"`
 	LostSeconds            *float64 `json:"lost_after_poweroff_seconds"`
 	TaintSeconds           *float64 `json:"taint_observed_after_poweroff_seconds"`
-	// FencedAtMark is fedfailover's fenced-at mark (when it decided to act,
-	// whole seconds); FencedMarkSeconds is the same after power-off.
+	// FencedAtMark is fedfailover's fenced-at mark (when it acted, by its
+	// own clock); FencedMarkSeconds is the same after power-off.
 	FencedAtMark           string   `json:"fenced_at_mark,omitempty"`
 	FencedMarkSeconds      *float64 `json:"fenced_at_mark_after_poweroff_seconds"`
 	PowerOffAt             string   `json:"poweroff_at"`

@@ -22,7 +22,7 @@ step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 ##@ General
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 ##@ Tools
 K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl
@@ -156,15 +156,15 @@ bench-rebalance: $(LAB_TOOLS) ## Seconds to all replicas Running after capacity 
 	$(call step,rebalance benchmark)
 	@$(BIN)/fedfailover-bench rebalance $(BENCH_ARGS)
 
-##@ Demo
-.PHONY: demo
-demo: $(LAB_TOOLS) build ## Play the story on the local federation: node loss, capacity loss, failback (KEEP=1 leaves it running).
-	$(call step,running the demo on the local federation)
-	@$(BIN)/fedfailover-demo
-
 .PHONY: bench-recovery
 bench-recovery: $(LAB_TOOLS) ## Node recovery: fencing evidence and power-off to replacement Running (median, p95), vs no operator.
 	$(call step,building fedfailover-bench)
 	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	$(call step,node recovery benchmark)
 	@$(BIN)/fedfailover-bench recovery $(BENCH_ARGS)
+
+##@ Demo
+.PHONY: demo
+demo: $(LAB_TOOLS) build ## Play the story on the local federation: node loss, capacity loss, failback (KEEP=1 leaves it running).
+	$(call step,running the demo on the local federation)
+	@$(BIN)/fedfailover-demo

@@ -61,12 +61,12 @@ func (o *statusOptions) watchStatus(cmd *cobra.Command) error {
 	for {
 		s, err := o.gather(ctx, cmd)
 		switch {
-		case ctx.Err() != nil:
-			return nil
+		case isDone(ctx):
+			return nil // Ctrl-C
 		case errors.Is(err, cli.ErrCRDMissing), errors.Is(err, cli.ErrForbidden):
 			return err
 		case err != nil:
-			fmt.Fprintln(o.streams.ErrOut, "error:", err)
+			_, _ = fmt.Fprintln(o.streams.ErrOut, "error:", err)
 		case s.Fingerprint() != last:
 			if err := o.printWatched(s, last == ""); err != nil {
 				return err
@@ -97,5 +97,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+func isDone(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
 	}
 }

@@ -47,6 +47,7 @@ func TestCLIOnLab(t *testing.T) {
 	startRebalance(t)
 	const ns = "cli-e2e"
 	rbPolicy(t, "cli", ns, nil)
+	nrPolicy(t, "cli-recovery", nil) // explain needs a policy that recovers member1's nodes
 	federatedWorkload(t, ns, "web", 4)
 	eventually(t, 90*time.Second, "status shows both members connected and the RSP", func(ctx context.Context) (bool, string) {
 		out, err := cli(ctx, bin, "status")
@@ -59,7 +60,8 @@ func TestCLIOnLab(t *testing.T) {
 	}
 	t.Log(out)
 	node := firstNode(t, "member1")
-	if out, err = cli(t.Context(), bin, "explain", "node", "member1/"+node); err != nil || !strings.Contains(out, "Machine:") {
+	out, err = cli(t.Context(), bin, "explain", "node", "member1/"+node)
+	if err != nil || !strings.Contains(out, "Policy:           cli-recovery") || !strings.Contains(out, "Machine:") {
 		t.Fatalf("explain node: %v\n%s", err, out)
 	}
 	if err := theLab.KillAPIServer("member2"); err != nil {

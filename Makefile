@@ -130,11 +130,11 @@ chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart and co
 	$(call step,checking the chart is in sync with config/)
 	@hack/sync-chart.sh --check
 	$(call step,helm lint)
-	@helm lint --strict charts/fedfailover
-	@helm lint --strict charts/fedfailover --set metrics.serviceMonitor.enabled=true
+	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover
+	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover --set metrics.serviceMonitor.enabled=true
 	$(call step,helm template)
-	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --include-crds >/dev/null
-	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --set metrics.serviceMonitor.enabled=true >/dev/null
+	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) --include-crds >/dev/null
+	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) --set metrics.serviceMonitor.enabled=true >/dev/null
 	$(call step,kubectl kustomize config/default)
 	@kubectl kustomize config/default >/dev/null
 

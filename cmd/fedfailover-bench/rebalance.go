@@ -475,57 +475,7 @@ func (b *rbBench) reviveFaulty(ctx context.Context) error {
 // createWorkload creates a FederatedDeployment on both members with an RSP
 // spreading totalReplicas 1:1, as the kubefed baseline test does.
 func (b *rbBench) createWorkload(ctx context.Context, ns string) error {
-	return b.l.ApplyYAML(ctx, lab.HostName, fmt.Sprintf(`
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: %[1]s
----
-apiVersion: types.kubefed.io/v1beta1
-kind: FederatedNamespace
-metadata:
-  name: %[1]s
-  namespace: %[1]s
-spec:
-  placement:
-    clusters: [{name: member1}, {name: member2}]
----
-apiVersion: types.kubefed.io/v1beta1
-kind: FederatedDeployment
-metadata:
-  name: %[2]s
-  namespace: %[1]s
-spec:
-  placement:
-    clusters: [{name: member1}, {name: member2}]
-  template:
-    spec:
-      replicas: 0
-      selector:
-        matchLabels: {app: %[2]s}
-      template:
-        metadata:
-          labels: {app: %[2]s}
-        spec:
-          containers:
-          - name: app
-            image: %[4]s
-            resources:
-              requests: {cpu: 100m}
----
-apiVersion: scheduling.kubefed.io/v1alpha1
-kind: ReplicaSchedulingPreference
-metadata:
-  name: %[2]s
-  namespace: %[1]s
-spec:
-  targetKind: FederatedDeployment
-  totalReplicas: %[3]d
-  rebalance: true
-  clusters:
-    member1: {weight: 1}
-    member2: {weight: 1}
-`, ns, rbWorkload, b.o.total, lab.PauseImage))
+	return b.l.ApplyYAML(ctx, lab.HostName, lab.FederatedDeploymentYAML(ns, rbWorkload, b.o.total, b.l.Members()))
 }
 
 // deleteWorkload deletes the RSP and the FederatedDeployment and waits (a

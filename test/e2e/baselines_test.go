@@ -187,58 +187,7 @@ func TestBaselineKubefedRSPMovesReplicasAfterThreshold(t *testing.T) {
 			t.Errorf("restore capacity: %v", err)
 		}
 	})
-	if err := theLab.ApplyYAML(ctx, lab.HostName, fmt.Sprintf(`
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: %[1]s
----
-apiVersion: types.kubefed.io/v1beta1
-kind: FederatedNamespace
-metadata:
-  name: %[1]s
-  namespace: %[1]s
-spec:
-  placement:
-    clusters: [{name: member1}, {name: member2}]
----
-apiVersion: types.kubefed.io/v1beta1
-kind: FederatedDeployment
-metadata:
-  name: %[2]s
-  namespace: %[1]s
-spec:
-  placement:
-    clusters: [{name: member1}, {name: member2}]
-  template:
-    spec:
-      # The RSP sets the per-cluster replicas; 0 until it has planned.
-      replicas: 0
-      selector:
-        matchLabels: {app: %[2]s}
-      template:
-        metadata:
-          labels: {app: %[2]s}
-        spec:
-          containers:
-          - name: app
-            image: %[4]s
-            resources:
-              requests: {cpu: 100m}
----
-apiVersion: scheduling.kubefed.io/v1alpha1
-kind: ReplicaSchedulingPreference
-metadata:
-  name: %[2]s
-  namespace: %[1]s
-spec:
-  targetKind: FederatedDeployment
-  totalReplicas: %[3]d
-  rebalance: true
-  clusters:
-    member1: {weight: 1}
-    member2: {weight: 1}
-`, ns, name, total, lab.PauseImage)); err != nil {
+	if err := theLab.ApplyYAML(ctx, lab.HostName, lab.FederatedDeploymentYAML(ns, name, total, theLab.Members())); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -134,57 +134,7 @@ func rbPolicy(t *testing.T, name, ns string, mutate func(*v1alpha1.RebalanceSpec
 // when the test ends.
 func federatedWorkload(t *testing.T, ns, name string, total int) {
 	t.Helper()
-	if err := theLab.ApplyYAML(t.Context(), lab.HostName, fmt.Sprintf(`
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: %[1]s
----
-apiVersion: types.kubefed.io/v1beta1
-kind: FederatedNamespace
-metadata:
-  name: %[1]s
-  namespace: %[1]s
-spec:
-  placement:
-    clusters: [{name: member1}, {name: member2}]
----
-apiVersion: types.kubefed.io/v1beta1
-kind: FederatedDeployment
-metadata:
-  name: %[2]s
-  namespace: %[1]s
-spec:
-  placement:
-    clusters: [{name: member1}, {name: member2}]
-  template:
-    spec:
-      replicas: 0
-      selector:
-        matchLabels: {app: %[2]s}
-      template:
-        metadata:
-          labels: {app: %[2]s}
-        spec:
-          containers:
-          - name: app
-            image: %[4]s
-            resources:
-              requests: {cpu: 100m}
----
-apiVersion: scheduling.kubefed.io/v1alpha1
-kind: ReplicaSchedulingPreference
-metadata:
-  name: %[2]s
-  namespace: %[1]s
-spec:
-  targetKind: FederatedDeployment
-  totalReplicas: %[3]d
-  rebalance: true
-  clusters:
-    member1: {weight: 1}
-    member2: {weight: 1}
-`, ns, name, total, lab.PauseImage)); err != nil {
+	if err := theLab.ApplyYAML(t.Context(), lab.HostName, lab.FederatedDeploymentYAML(ns, name, total, theLab.Members())); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

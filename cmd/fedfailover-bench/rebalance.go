@@ -21,12 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -36,7 +34,6 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/bench"
 	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/paths"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -194,29 +191,8 @@ func (b *rbBench) progress(format string, args ...any) {
 
 // connectHost installs the FailoverPolicy CRD in the lab host and makes a
 // client that knows fedfailover's types.
-func (b *rbBench) connectHost() error {
-	st, err := b.l.State()
-	if err != nil {
-		return err
-	}
-	b.hostCfg, err = clientcmd.BuildConfigFromFlags("", st.Cluster(lab.HostName).Kubeconfig)
-	if err != nil {
-		return err
-	}
-	root, err := paths.RepoRoot()
-	if err != nil {
-		return err
-	}
-	if _, err := envtest.InstallCRDs(b.hostCfg, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		return fmt.Errorf("installing fedfailover CRDs in the lab host: %w", err)
-	}
-	s, err := scheme.New()
-	if err != nil {
-		return err
-	}
-	b.host, err = client.New(b.hostCfg, client.Options{Scheme: s})
+func (b *rbBench) connectHost() (err error) {
+	b.hostCfg, b.host, err = labHost(b.l)
 	return err
 }
 

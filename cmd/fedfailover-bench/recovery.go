@@ -20,11 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -32,7 +30,6 @@ import (
 	"github.com/fedfailover/fedfailover/internal/bench"
 	"github.com/fedfailover/fedfailover/internal/lab"
 	"github.com/fedfailover/fedfailover/internal/operator"
-	"github.com/fedfailover/fedfailover/internal/paths"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -250,29 +247,8 @@ func (b *rcBench) progress(format string, args ...any) {
 
 // connect installs the FailoverPolicy CRD in the lab host and makes the
 // host and member clients.
-func (b *rcBench) connect() error {
-	st, err := b.l.State()
-	if err != nil {
-		return err
-	}
-	b.hostCfg, err = clientcmd.BuildConfigFromFlags("", st.Cluster(lab.HostName).Kubeconfig)
-	if err != nil {
-		return err
-	}
-	root, err := paths.RepoRoot()
-	if err != nil {
-		return err
-	}
-	if _, err := envtest.InstallCRDs(b.hostCfg, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		return fmt.Errorf("installing fedfailover CRDs in the lab host: %w", err)
-	}
-	s, err := scheme.New()
-	if err != nil {
-		return err
-	}
-	if b.host, err = client.New(b.hostCfg, client.Options{Scheme: s}); err != nil {
+func (b *rcBench) connect() (err error) {
+	if b.hostCfg, b.host, err = labHost(b.l); err != nil {
 		return err
 	}
 	b.member, err = b.l.Client(rcMember)

@@ -87,7 +87,7 @@ func runMembersBench(ctx context.Context, cmd *cobra.Command, sizes []int, podsP
 		if dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 	}
 	progress := func(format string, args ...any) { fmt.Fprintf(out, "==> "+format+"\n", args...) }
 	progress("starting the lab (host + 1 member)")

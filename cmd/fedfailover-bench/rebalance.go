@@ -128,7 +128,7 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(o.dir)
+		defer func() { _ = os.RemoveAll(o.dir) }()
 	}
 	b := &rbBench{out: out, o: o}
 	b.progress("starting the lab (host + 2 members, 3 nodes each, kubefed)")
@@ -437,7 +437,7 @@ func (b *rbBench) reviveFaulty(ctx context.Context) error {
 	return rbPoll(ctx, 2*time.Minute, "KubeFedCluster member2 Ready", func(ctx context.Context) (bool, string, error) {
 		k := &kubefedv1beta1.KubeFedCluster{}
 		if err := b.host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: rbFaulty}, k); err != nil {
-			return false, err.Error(), nil
+			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
 		}
 		for _, c := range k.Status.Conditions {
 			if c.Type == "Ready" && c.Status == corev1.ConditionTrue {

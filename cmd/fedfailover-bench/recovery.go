@@ -182,7 +182,7 @@ func runRecoveryBench(ctx context.Context, out io.Writer, o rcOptions) (err erro
 		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(o.dir)
+		defer func() { _ = os.RemoveAll(o.dir) }()
 	}
 	b := &rcBench{out: out, o: o}
 	b.progress("starting the lab (host + 1 member, %d nodes, kubefed)", o.nodes)
@@ -264,7 +264,7 @@ func (b *rcBench) createWorkload(ctx context.Context, ns string) (node, pv strin
 	err = rcPoll(ctx, 2*time.Minute, rcWorkload+"-0 Running with its volume attached", func(ctx context.Context) (bool, string, error) {
 		p, pvName, ok, why, err := b.replacement(ctx, ns, "")
 		if err != nil || !ok {
-			return false, why, nil
+			return false, why, nil //nolint:nilerr // a failed read is retried until the deadline
 		}
 		node, pv = p.Spec.NodeName, pvName
 		return true, "", nil
@@ -556,7 +556,7 @@ func (b *rcBench) waitClean(ctx context.Context) error {
 	return rcPoll(ctx, 90*time.Second, "every node Ready without the out-of-service taint or marks", func(ctx context.Context) (bool, string, error) {
 		nodes := &corev1.NodeList{}
 		if err := b.member.List(ctx, nodes); err != nil {
-			return false, err.Error(), nil
+			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
 		}
 		for i := range nodes.Items {
 			n := &nodes.Items[i]

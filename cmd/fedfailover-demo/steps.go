@@ -69,7 +69,10 @@ func until(ctx context.Context, timeout time.Duration, what string, cond func(co
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: not reached within %s (last error: %v)", what, timeout, last)
+			if last != nil {
+				return fmt.Errorf("%s: not reached within %s (last error: %w)", what, timeout, last)
+			}
+			return fmt.Errorf("%s: not reached within %s", what, timeout)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -246,8 +249,11 @@ func (d *demo) nodePowerOff(ctx context.Context) error {
 		return err
 	}
 	node, err := readyOn(ctx, m1, dbNamespace, dbName+"-0")
-	if err != nil || node == "" {
-		return fmt.Errorf("db-0 is not Running before the power-off (%v)", err)
+	if err != nil {
+		return fmt.Errorf("reading db-0: %w", err)
+	}
+	if node == "" {
+		return fmt.Errorf("db-0 is not Running before the power-off")
 	}
 	t0 := time.Now()
 	d.say("powering off %s (its kwok is killed; the lab, as the infrastructure provider, deletes its Machine's infrastructure)", node)

@@ -24,7 +24,7 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -111,7 +111,7 @@ func expectStatus(c *http.Client, url string, want int) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != want {
 		return fmt.Errorf("GET %s: status %d, want %d", url, resp.StatusCode, want)
 	}

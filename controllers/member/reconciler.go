@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,7 +95,7 @@ func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedClu
 	conn, err := dial(ctx, cfg, r.cache.scheme, o)
 	if err != nil {
 		reason := reasonFor(err)
-		if _, ok := err.(*cacheSyncError); ok {
+		if cse := (*cacheSyncError)(nil); errors.As(err, &cse) {
 			reason = ReasonCacheSyncFailed
 		}
 		r.disconnect(ctx, kfc, reason, redact(err.Error(), token))

@@ -253,7 +253,7 @@ func (b *rbBench) exhaustion(ctx context.Context, ns string, m *rbMeasure) error
 	// starts once member1's own share serves, so the dip reported is the
 	// exhaustion's, not the workload's start.
 	var since time.Time
-	err := rbPoll(ctx, 90*time.Second, "member2 replicas Unschedulable and member1's share Ready", func(ctx context.Context) (bool, string, error) {
+	err := poll(ctx, 90*time.Second, "member2 replicas Unschedulable and member1's share Ready", func(ctx context.Context) (bool, string, error) {
 		if since.IsZero() {
 			s, err := b.unschedulableSince(ctx, ns)
 			if err != nil {
@@ -279,7 +279,7 @@ func (b *rbBench) memberFailure(ctx context.Context, ns string, m *rbMeasure) er
 		return err
 	}
 	half := int32(b.o.total / 2)
-	err := rbPoll(ctx, 90*time.Second, "replicas split and Ready", func(ctx context.Context) (bool, string, error) {
+	err := poll(ctx, 90*time.Second, "replicas split and Ready", func(ctx context.Context) (bool, string, error) {
 		s1, r1, err1 := b.memberReplicas(ctx, rbHealthy, ns)
 		s2, r2, err2 := b.memberReplicas(ctx, rbFaulty, ns)
 		if err1 != nil || err2 != nil {
@@ -434,7 +434,7 @@ func (b *rbBench) reviveFaulty(ctx context.Context) error {
 	if err := b.l.RestartAPIServer(ctx, rbFaulty); err != nil {
 		return err
 	}
-	return rbPoll(ctx, 2*time.Minute, "KubeFedCluster member2 Ready", func(ctx context.Context) (bool, string, error) {
+	return poll(ctx, 2*time.Minute, "KubeFedCluster member2 Ready", func(ctx context.Context) (bool, string, error) {
 		k := &kubefedv1beta1.KubeFedCluster{}
 		if err := b.host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: rbFaulty}, k); err != nil {
 			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
@@ -472,7 +472,7 @@ func (b *rbBench) deleteWorkload(ns string) error {
 			return err
 		}
 	}
-	err := rbPoll(ctx, 30*time.Second, "member Deployments deleted", func(ctx context.Context) (bool, string, error) {
+	err := poll(ctx, 30*time.Second, "member Deployments deleted", func(ctx context.Context) (bool, string, error) {
 		for _, c := range []string{rbHealthy, rbFaulty} {
 			if _, _, err := b.memberReplicas(ctx, c, ns); !apierrors.IsNotFound(err) {
 				return false, fmt.Sprintf("%s: %v", c, err), nil
@@ -531,7 +531,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) (*rbOperator, error) {
 	op := &rbOperator{cancel: cancel, done: make(chan error, 1)}
 	go func() { op.done <- mgr.Start(octx) }()
 	// Measure the operator at work, not its start: wait for both members.
-	err = rbPoll(ctx, 90*time.Second, "operator connected to both members", func(context.Context) (bool, string, error) {
+	err = poll(ctx, 90*time.Second, "operator connected to both members", func(context.Context) (bool, string, error) {
 		select {
 		case err := <-op.done:
 			return false, "", fmt.Errorf("manager stopped: %w", err)
@@ -557,31 +557,6 @@ func (o *rbOperator) stop() error {
 		return nil
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("manager did not stop within 30s")
-	}
-}
-
-// rbPoll polls cond every 250 ms until it holds, fails, or timeout passes.
-func rbPoll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := ""
-	for {
-		ok, why, err := cond(ctx)
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("waiting for %s: %w", what, err)
-			}
-			return fmt.Errorf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		case <-time.After(rbSamplePace):
-		}
 	}
 }
 
@@ -613,8 +588,6 @@ func summarize(all []rbMeasure, sc, mode string) rbSummary {
 	}
 	return s
 }
-
-func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
 func fmtSecs(v *float64, recovered, runs int) string {
 	if v == nil {

@@ -261,7 +261,7 @@ func (b *rcBench) createWorkload(ctx context.Context, ns string) (node, pv strin
 	if _, err := b.l.CreateStatefulSetWithVolumes(ctx, rcMember, ns, rcWorkload, 1); err != nil {
 		return "", "", err
 	}
-	err = rcPoll(ctx, 2*time.Minute, rcWorkload+"-0 Running with its volume attached", func(ctx context.Context) (bool, string, error) {
+	err = poll(ctx, 2*time.Minute, rcWorkload+"-0 Running with its volume attached", func(ctx context.Context) (bool, string, error) {
 		p, pvName, ok, why, err := b.replacement(ctx, ns, "")
 		if err != nil || !ok {
 			return false, why, nil //nolint:nilerr // a failed read is retried until the deadline
@@ -376,7 +376,7 @@ func (b *rcBench) baselineRun(ctx context.Context) (*rcBaseline, error) {
 	if err != nil {
 		return nil, err
 	}
-	base.ObservedStuckSeconds = rcRound1(time.Since(powerOff).Seconds())
+	base.ObservedStuckSeconds = round1(time.Since(powerOff).Seconds())
 	if recovered {
 		base.Recovered = true
 		base.PoweroffToRunning = ptr.To(base.ObservedStuckSeconds)
@@ -396,7 +396,7 @@ func (b *rcBench) baselineRun(ctx context.Context) (*rcBaseline, error) {
 	}
 	base.ManualTaintRecovered = ok
 	if ok {
-		base.ManualTaintToRunning = ptr.To(rcRound1(time.Since(taintAt).Seconds()))
+		base.ManualTaintToRunning = ptr.To(round1(time.Since(taintAt).Seconds()))
 	}
 	b.progress("baseline: manual taint -> Running %s", rcFmt(base.ManualTaintToRunning))
 	return base, nil
@@ -503,7 +503,7 @@ func (b *rcBench) startOperator(ctx context.Context) (*rcOperator, error) {
 	op := &rcOperator{cancel: cancel, done: make(chan error, 1)}
 	go func() { op.done <- mgr.Start(octx) }()
 	b.progress("starting fedfailover in this process")
-	err = rcPoll(ctx, 90*time.Second, "operator connected to "+rcMember, func(context.Context) (bool, string, error) {
+	err = poll(ctx, 90*time.Second, "operator connected to "+rcMember, func(context.Context) (bool, string, error) {
 		select {
 		case err := <-op.done:
 			return false, "", fmt.Errorf("manager stopped: %w", err)
@@ -553,7 +553,7 @@ func (b *rcBench) createPolicy(ctx context.Context) error {
 // waitClean waits until every member node is Ready, without the
 // out-of-service taint and without fedfailover's marks.
 func (b *rcBench) waitClean(ctx context.Context) error {
-	return rcPoll(ctx, 90*time.Second, "every node Ready without the out-of-service taint or marks", func(ctx context.Context) (bool, string, error) {
+	return poll(ctx, 90*time.Second, "every node Ready without the out-of-service taint or marks", func(ctx context.Context) (bool, string, error) {
 		nodes := &corev1.NodeList{}
 		if err := b.member.List(ctx, nodes); err != nil {
 			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
@@ -737,32 +737,6 @@ func (b *rcBench) restore(ctx context.Context, node string) error {
 	return b.waitClean(ctx)
 }
 
-// rcPoll polls cond every 250 ms until it holds, fails, or timeout passes.
-func rcPoll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := ""
-	for {
-		ok, why, err := cond(ctx)
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			if err := context.Cause(ctx); !errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("waiting for %s: %w", what, err)
-			}
-			return fmt.Errorf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-func rcRound1(v float64) float64 { return math.Round(v*10) / 10 }
 func rcRound3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 func rcFmt(v *float64) string {
@@ -785,7 +759,7 @@ func rcStats(runs []rcRun, get func(rcRun) *float64) (median, p95 *float64, n in
 	if len(runs) == 0 || len(xs) != len(runs) {
 		return nil, nil, len(xs)
 	}
-	return ptr.To(rcRound1(bench.Median(xs))), ptr.To(rcRound1(bench.P95(xs))), len(xs)
+	return ptr.To(round1(bench.Median(xs))), ptr.To(round1(bench.P95(xs))), len(xs)
 }
 
 func (b *rcBench) report(runs []rcRun, base *rcBaseline) error {

@@ -21,8 +21,11 @@ import (
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
-// Leader election and events are needed by the manager itself.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// Events go to cluster-scoped policies (namespace default), RSPs in any
+// namespace and KubeFedClusters, so they are granted cluster-wide. The
+// leader election Lease lives in the manager's own namespace only: that
+// Role is written by hand (config/rbac/leader_election_role.yaml and the
+// chart), because the namespace is the install's, not a fixed one.
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch

@@ -1,20 +1,32 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/internal/testenv"
 )
 
@@ -62,6 +74,15 @@ func TestManagerServes(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-federation-system"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The manager runs as its ServiceAccount with only the RBAC of
+	// config/rbac, so a missing rule fails this test.
+	root, err := paths.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyDir(t, cfg, root, "config/rbac")
+	asManager := rest.CopyConfig(cfg)
+	asManager.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":fedfailover-controller-manager"}
 	o, err := parseFlags([]string{
 		"--metrics-bind-address", freeAddr(t),
 		"--health-probe-bind-address", freeAddr(t),
@@ -71,7 +92,7 @@ func TestManagerServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, o) }()
+	go func() { done <- run(ctx, asManager, o) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -104,6 +125,87 @@ func TestManagerServes(t *testing.T) {
 		}
 		return nil
 	})
+	// Its caches synced and it may write policy status: the sample policy
+	// gets a status for its generation.
+	applyFile(t, cfg, filepath.Join(root, "config/samples/failover_v1alpha1_failoverpolicy_full.yaml"))
+	admin, err := client.New(cfg, client.Options{Scheme: mustScheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "sample policy status written by the manager", func() error {
+		var list v1alpha1.FailoverPolicyList
+		if err := admin.List(ctx, &list); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("%d policies, want 1", len(list.Items))
+		}
+		p := list.Items[0]
+		if p.Status.ObservedGeneration != p.Generation {
+			return fmt.Errorf("status observedGeneration %d, generation %d", p.Status.ObservedGeneration, p.Generation)
+		}
+		return nil
+	})
+}
+
+func mustScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// applyDir creates every object of the YAML files in dir (relative to root)
+// except kustomization.yaml.
+func applyDir(t *testing.T, cfg *rest.Config, root, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if filepath.Base(f) != "kustomization.yaml" {
+			applyFile(t, cfg, f)
+		}
+	}
+}
+
+// applyFile creates every object of a multi-document YAML file, creating
+// missing namespaces first.
+func applyFile(t *testing.T, cfg *rest.Config, file string) {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if ns := u.GetNamespace(); ns != "" {
+			err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Create(context.Background(), u); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("%s: %s %s: %v", file, u.GetKind(), u.GetName(), err)
+		}
+	}
 }
 
 func expectStatus(c *http.Client, url string, want int) error {

@@ -283,7 +283,7 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // cleanup removes our marks, and our taint if we added it, from a node that
-// is Ready again. Done even in dry run: a taint must never be left behind.
+// is Ready again or whose marks belong to an earlier loss. Done even in dry run: a taint must never be left behind.
 func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
 	upd := n.DeepCopy()
 	for _, k := range allMarks {
@@ -300,9 +300,9 @@ func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node,
 	if p.Marks.acted() && p.Marks.RecoveredAt.IsZero() {
 		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Marks.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
 	}
-	msg := "node is Ready again; recovery marks removed"
+	msg := p.Message + "; recovery marks removed"
 	if removed {
-		msg = "node is Ready again; out-of-service taint added by fedfailover removed"
+		msg = p.Message + "; out-of-service taint added by fedfailover removed"
 	}
 	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonNodeReturned, "Cleanup", msg)
 	return nil

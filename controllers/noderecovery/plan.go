@@ -43,6 +43,11 @@ type planInput struct {
 	ServerMajor, ServerMinor int
 	// Suspended is true during a storm (or its cooldown).
 	Suspended bool
+	// Hold, when set, says why no new recovery may start yet: more nodes
+	// are not Ready than maxUnhealthy allows, though fewer are lost. Nodes
+	// of one failure rarely turn NotReady in the same second; without the
+	// hold the first to pass notReadyFor would be acted on alone.
+	Hold string
 	Now       time.Time
 }
 
@@ -70,6 +75,13 @@ func decide(in planInput) plan {
 		return p
 	}
 	if p.Marks.acted() {
+		if staleMarks(in.Node, p.Marks) {
+			// The node went NotReady again after the recorded action, so it was
+			// back in between (seen while we were down): that fence proves
+			// nothing about this loss. Drop it; the next pass decides afresh.
+			p.Step, p.Message = stepCleanup, "recovery marks are from an earlier loss of this node"
+			return p
+		}
 		return decideActed(in, p)
 	}
 	if in.Policy == nil {
@@ -85,6 +97,10 @@ func decide(in planInput) plan {
 	p.LostSince = since
 	if in.Suspended {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseSuspended, "recovery suspended in this member: too many nodes lost at once (storm)"
+		return p
+	}
+	if in.Hold != "" {
+		p.Phase, p.Message = v1alpha1.RecoveryPhaseSuspended, in.Hold
 		return p
 	}
 	p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing, LostSince: since, Now: in.Now})
@@ -126,6 +142,14 @@ func decideActed(in planInput, p plan) plan {
 		p.Step = stepForceDelete
 	}
 	return p
+}
+
+// staleMarks is true when the node's current NotReady spell began after the
+// recorded action: a fenced node cannot change its Ready condition, so it
+// must have come back in between. Condition times have second precision.
+func staleMarks(n *corev1.Node, m marks) bool {
+	since := fencing.NotReadySince(n)
+	return !m.FencedAt.IsZero() && !since.IsZero() && since.After(m.FencedAt.Add(time.Second))
 }
 
 // canRequestMachineDeletion: only a Machine of this node, not being deleted

@@ -69,6 +69,7 @@ type memberView struct {
 	major     int
 	minor     int
 	suspended bool
+	hold      string // why new recoveries wait (see planInput.Hold)
 }
 
 // Reconcile runs one node recovery pass over a member.
@@ -88,7 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	v.suspended = storm.Suspended
+	v.suspended, v.hold = storm.Suspended, storm.hold
 	rep := memberReport{Storm: storm.Suspended, StormMessage: storm.message}
 	if v.policy != nil {
 		rep.Policy = v.policy.Name
@@ -214,7 +215,7 @@ func (r *Reconciler) policyFor(ctx context.Context, cluster string) (*kubefedv1b
 func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", n.Name))
 	in := planInput{Node: n, Machine: v.machines[n.Name], ServerMajor: v.major, ServerMinor: v.minor,
-		Suspended: v.suspended, Now: r.now()}
+		Suspended: v.suspended, Hold: v.hold, Now: r.now()}
 	if v.policy != nil {
 		in.Policy = v.policy.Spec.NodeRecovery
 	}

@@ -58,6 +58,8 @@ func stormAnnotation(st fencing.StormState) *string {
 type stormOutcome struct {
 	fencing.StormDecision
 	message string
+	// hold is why no new recovery may start although no storm is declared.
+	hold string
 }
 
 // stormStep counts the member's lost nodes, steps the storm state machine
@@ -68,10 +70,13 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 	var out stormOutcome
 	if v.policy != nil {
 		nr := v.policy.Spec.NodeRecovery
-		lost := 0
+		lost, notReady := 0, 0
 		for _, n := range v.nodes {
 			if l, _ := fencing.Lost(n, nr.NotReadyFor.Get(), now); l {
 				lost++
+			}
+			if !fencing.IsReady(n) {
+				notReady++
 			}
 		}
 		storming := fencing.Storm(lost, len(v.nodes), nr.MaxUnhealthy)
@@ -82,6 +87,9 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 			out.message = fmt.Sprintf("%s: %d of %d nodes lost, more than maxUnhealthy allows (%d); recovery suspended", v.cluster, lost, len(v.nodes), allowed)
 		case out.Suspended:
 			out.message = fmt.Sprintf("%s: storm over (%d of %d nodes lost); recovery resumes at %s after the cooldown", v.cluster, lost, len(v.nodes), out.ResumeAt.UTC().Format(time.RFC3339))
+		}
+		if !out.Suspended && fencing.Storm(notReady, len(v.nodes), nr.MaxUnhealthy) {
+			out.hold = fmt.Sprintf("%d of %d nodes not Ready, more than maxUnhealthy allows (%d): no new recovery while this could be a storm", notReady, len(v.nodes), allowed)
 		}
 	}
 	metrics.StormActive.WithLabelValues(v.cluster).Set(boolGauge(out.Suspended))

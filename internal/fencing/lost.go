@@ -28,6 +28,16 @@ func Lost(node *corev1.Node, notReadyFor time.Duration, now time.Time) (lost boo
 	return !now.Before(since.Add(notReadyFor)), since
 }
 
+// NotReadySince is when the node's Ready condition last left True; zero when
+// the node is Ready or reports no Ready condition.
+func NotReadySince(node *corev1.Node) time.Time {
+	ready := readyCondition(node)
+	if ready == nil || ready.Status == corev1.ConditionTrue {
+		return time.Time{}
+	}
+	return ready.LastTransitionTime.Time
+}
+
 // IsReady reports whether node has a Ready condition with status True.
 func IsReady(node *corev1.Node) bool {
 	ready := readyCondition(node)

@@ -98,3 +98,27 @@ func (s *LabStatus) Print(w io.Writer) {
 	}
 	_ = tw.Flush()
 }
+
+// Diagnose writes what a failed test needs to know about the lab: the status
+// table and the log tail of every control-plane process that is no longer
+// running, plus the kubefed controller-manager's (the usual suspect).
+func (l *Lab) Diagnose(w io.Writer, lines int) {
+	s, err := l.Status()
+	if err != nil {
+		_, _ = fmt.Fprintf(w, "lab status: %v\n", err)
+		return
+	}
+	s.Print(w)
+	st, err := l.State()
+	if err != nil {
+		return
+	}
+	for _, p := range st.Procs {
+		if p.Component == CompKwok {
+			continue // powered-off nodes are expected to be gone
+		}
+		if procState(p.PID) == ProcGone || p.Component == CompKubefedCM {
+			_, _ = fmt.Fprintf(w, "\n--- %s (%s): last %d lines of %s ---\n%s\n", p.Key(), procState(p.PID), lines, p.Log, logTail(p.Log, lines))
+		}
+	}
+}

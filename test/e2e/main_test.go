@@ -74,6 +74,10 @@ func run(m *testing.M) int {
 		os.Exit(2)
 	}()
 	code := m.Run()
+	if code != 0 {
+		fmt.Println("--- lab diagnosis after a failure ---")
+		l.Diagnose(os.Stdout, 40)
+	}
 	if err := l.Down(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "lab teardown:", err)
 		code = 1

@@ -333,20 +333,69 @@ func restoreAfter(t *testing.T, cluster, node string) {
 		ctx := context.Background()
 		cl := theLab.MustClient(cluster)
 		n, err := getNode(ctx, cl, node)
-		if err == nil && lab.NodeReadyStatus(n) == corev1.ConditionTrue && !hasOOSTaint(n) {
-			return
+		if err != nil || lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) {
+			if err := theLab.Restore(ctx, node); err != nil {
+				t.Errorf("restore %s: %v", node, err)
+			}
+			if err := theLab.WaitNodeReady(ctx, cl, node, corev1.ConditionTrue, 60*time.Second); err != nil {
+				t.Errorf("restore %s: %v", node, err)
+			}
 		}
-		if err := theLab.Restore(ctx, node); err != nil {
-			t.Errorf("restore %s: %v", node, err)
-		}
-		if err := theLab.WaitNodeReady(ctx, cl, node, corev1.ConditionTrue, 60*time.Second); err != nil {
-			t.Errorf("restore %s: %v", node, err)
-		}
-		// A failed test may have left the taint behind: the next test needs a clean node.
-		if n, err := getNode(ctx, cl, node); err == nil && hasOOSTaint(n) {
-			setOutOfService(t, cluster, node, false)
+		// The test's operator (stopped after this cleanup) removes its marks
+		// and taint from the Ready node; a failed test may leave them behind,
+		// and the next test needs a clean node.
+		if err := waitNoMarks(ctx, cl, node, 20*time.Second); err != nil {
+			t.Logf("%s: %v; removing them", node, err)
+			stripMarks(t, cl, node)
 		}
 	})
+}
+
+// waitNoMarks polls until the node carries no fedfailover mark and no
+// out-of-service taint.
+func waitNoMarks(ctx context.Context, cl client.Client, node string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := getNode(ctx, cl, node)
+		if err == nil && !hasOOSTaint(n) && !hasRecoveryMarks(n) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("recovery marks or taint still present after %s", timeout)
+		}
+		time.Sleep(250 * time.Millisecond) // poll interval, bounded by the deadline
+	}
+}
+
+func hasRecoveryMarks(n *corev1.Node) bool {
+	for k := range n.Annotations {
+		if strings.HasPrefix(k, "failover.fedfailover.io/") {
+			return true
+		}
+	}
+	return false
+}
+
+// stripMarks removes every fedfailover annotation and the out-of-service
+// taint from a node.
+func stripMarks(t *testing.T, cl client.Client, node string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := getNode(ctx, cl, node)
+	if err != nil {
+		t.Errorf("strip marks of %s: %v", node, err)
+		return
+	}
+	upd := n.DeepCopy()
+	for k := range upd.Annotations {
+		if strings.HasPrefix(k, "failover.fedfailover.io/") {
+			delete(upd.Annotations, k)
+		}
+	}
+	upd.Spec.Taints = slices.DeleteFunc(upd.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == corev1.TaintNodeOutOfService })
+	if err := cl.Patch(ctx, upd, client.MergeFrom(n)); err != nil {
+		t.Errorf("strip marks of %s: %v", node, err)
+	}
 }
 
 type restConfig = rest.Config

@@ -48,7 +48,7 @@ type planInput struct {
 	// of one failure rarely turn NotReady in the same second; without the
 	// hold the first to pass notReadyFor would be acted on alone.
 	Hold string
-	Now       time.Time
+	Now  time.Time
 }
 
 // plan is the decision for one node.

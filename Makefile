@@ -119,22 +119,13 @@ test-unit: $(BIN)/kube-apiserver $(BIN)/etcd ## Unit, fuzz-seed and envtest API 
 # Packages whose tests need the local federation (build tag e2e). They run one
 # package at a time: two federations on two cores would make timings noisy.
 E2E_PKGS := ./test/e2e/... ./test/members/lab/...
-# Quarantined: these pass alone but failed together in one shared lab (the
-# kubefed-alone baseline and every rebalance test stopped seeing kubefed act on
-# member2; the storm test saw a node acted on). `make test-e2e-quarantine` runs
-# them; they return to `make test` once the shared-lab interference is fixed.
-E2E_QUARANTINE := TestBaselineKubefedRSPMovesReplicasAfterThreshold|TestRebalance|TestNodeRecoveryStorm
+# E2E_RUN narrows the run, e.g. `make test-e2e E2E_RUN=TestRebalance`.
+E2E_RUN ?= .
 
 .PHONY: test-e2e
-test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation.
+test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation (E2E_RUN=regexp narrows them).
 	$(call step,end-to-end tests on the local federation)
-	@echo "quarantined (run with make test-e2e-quarantine): $(E2E_QUARANTINE)"
-	@go test $(GO_TEST_FLAGS) -p 1 -tags e2e -timeout 45m -skip '$(E2E_QUARANTINE)' $(E2E_PKGS)
-
-.PHONY: test-e2e-quarantine
-test-e2e-quarantine: $(LAB_TOOLS) ## The quarantined end-to-end tests (not part of make test).
-	$(call step,quarantined end-to-end tests)
-	@go test $(GO_TEST_FLAGS) -p 1 -tags e2e -timeout 45m -run '$(E2E_QUARANTINE)' ./test/e2e/...
+	@go test $(GO_TEST_FLAGS) -p 1 -tags e2e -timeout 45m -run '$(E2E_RUN)' $(E2E_PKGS)
 
 .PHONY: chart-check
 chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart and config/default; fail when the chart drifts from config/.

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -22,19 +20,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/member"
-	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/bench"
 	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/internal/operator"
 )
 
 // The rebalance benchmark's federation: the workload is spread 1:1 over two
@@ -202,7 +195,7 @@ func (b *rbBench) scenario(ctx context.Context, run, attempt int, sc, mode strin
 	m = rbMeasure{Run: run, Scenario: sc, Mode: mode}
 	ns := fmt.Sprintf("bench-%s-%s-%d-%d", sc, mode, run, attempt)
 	if mode == "fedfailover" {
-		op, err := startOperator(ctx, b.hostCfg)
+		op, err := startOperator(ctx, b.hostCfg, operator.Options{WithoutNodeRecovery: true}, rbHealthy, rbFaulty)
 		if err != nil {
 			return m, err
 		}
@@ -496,68 +489,6 @@ func (b *rbBench) deleteWorkload(ns string) error {
 		}
 	}
 	return nil
-}
-
-// rbOperator is fedfailover's member and rebalance controllers in this
-// process, wired as cmd/manager wires them.
-type rbOperator struct {
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func startOperator(ctx context.Context, cfg *rest.Config) (*rbOperator, error) {
-	s, err := scheme.New()
-	if err != nil {
-		return nil, err
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		// A fresh manager per scenario reuses the controller names.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	octx, cancel := context.WithCancel(ctx)
-	members, err := member.SetupWithManager(octx, mgr, member.Options{Namespace: lab.KubefedNS})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if err := rebalance.SetupWithManager(mgr, members, rebalance.Options{KubefedNamespace: lab.KubefedNS}); err != nil {
-		cancel()
-		return nil, err
-	}
-	op := &rbOperator{cancel: cancel, done: make(chan error, 1)}
-	go func() { op.done <- mgr.Start(octx) }()
-	// Measure the operator at work, not its start: wait for both members.
-	err = poll(ctx, 90*time.Second, "operator connected to both members", func(context.Context) (bool, string, error) {
-		select {
-		case err := <-op.done:
-			return false, "", fmt.Errorf("manager stopped: %w", err)
-		default:
-		}
-		c := members.ConnectedClusters()
-		return slices.Contains(c, rbHealthy) && slices.Contains(c, rbFaulty), fmt.Sprintf("connected %v", c), nil
-	})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return op, nil
-}
-
-func (o *rbOperator) stop() error {
-	o.cancel()
-	select {
-	case err := <-o.done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("manager: %w", err)
-		}
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("manager did not stop within 30s")
-	}
 }
 
 // rbSummary is one scenario and mode over all runs.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -21,16 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/bench"
 	"github.com/fedfailover/fedfailover/internal/lab"
 	"github.com/fedfailover/fedfailover/internal/operator"
-	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
 // The recovery benchmark's federation: one member with enough nodes that a
@@ -209,7 +205,8 @@ func runRecoveryBench(ctx context.Context, out io.Writer, o rcOptions) (err erro
 		}
 	}
 
-	op, err := b.startOperator(ctx)
+	b.progress("starting fedfailover in this process")
+	op, err := startOperator(ctx, b.hostCfg, operator.Options{}, rcMember)
 	if err != nil {
 		return err
 	}
@@ -472,64 +469,6 @@ func (b *rcBench) restoreBaselineNode(ctx context.Context, node string) error {
 		return err
 	}
 	return b.l.WaitNodeReady(ctx, b.member, node, corev1.ConditionTrue, 90*time.Second)
-}
-
-// rcOperator is fedfailover's controllers in this process.
-type rcOperator struct {
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// startOperator runs every fedfailover controller, wired by operator.Setup
-// with the defaults cmd/manager uses, and waits until it is connected to
-// the member.
-func (b *rcBench) startOperator(ctx context.Context) (*rcOperator, error) {
-	s, err := scheme.New()
-	if err != nil {
-		return nil, err
-	}
-	mgr, err := ctrl.NewManager(b.hostCfg, ctrl.Options{
-		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		return nil, err
-	}
-	octx, cancel := context.WithCancel(ctx)
-	members, err := operator.Setup(octx, mgr, operator.Options{KubefedNamespace: lab.KubefedNS})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	op := &rcOperator{cancel: cancel, done: make(chan error, 1)}
-	go func() { op.done <- mgr.Start(octx) }()
-	b.progress("starting fedfailover in this process")
-	err = poll(ctx, 90*time.Second, "operator connected to "+rcMember, func(context.Context) (bool, string, error) {
-		select {
-		case err := <-op.done:
-			return false, "", fmt.Errorf("manager stopped: %w", err)
-		default:
-		}
-		c := members.ConnectedClusters()
-		return slices.Contains(c, rcMember), fmt.Sprintf("connected %v", c), nil
-	})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return op, nil
-}
-
-func (o *rcOperator) stop() error {
-	o.cancel()
-	select {
-	case err := <-o.done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("manager: %w", err)
-		}
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("manager did not stop within 30s")
-	}
 }
 
 // rcBenchPolicy is the node recovery policy the runs use.

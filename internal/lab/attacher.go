@@ -59,7 +59,27 @@ func (l *Lab) controllersOnce(ctx context.Context) error {
 	if err := l.syncMachines(ctx, st); err != nil && firstErr == nil {
 		firstErr = err
 	}
+	if err := l.superviseKubefed(st); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	return firstErr
+}
+
+// superviseKubefed starts the kubefed controller-manager again when it has
+// exited, as the kubelet restarts its crashed pod on a real host: kubefed
+// exits on purpose when it cannot renew its leader lock in time, which a
+// slow API server on a loaded machine can cause. Without this the lab would
+// silently lose federation for every later test. The restart is logged with
+// the last lines of the old process's log.
+func (l *Lab) superviseKubefed(st *State) error {
+	p := st.Proc(HostName + "/" + CompKubefedCM)
+	if p == nil || procState(p.PID) != ProcGone {
+		return nil
+	}
+	l.logf("lab: %s (pid %d) exited; restarting it. Its last lines:\n%s", p.Key(), p.PID, logTail(p.Log, 8))
+	// No readiness wait: the attacher shares this loop and must not stall.
+	_, err := l.restartProc(context.Background(), p.Key(), nil)
+	return err
 }
 
 // NodeAlive reports whether the node's kwok process runs (not killed, not

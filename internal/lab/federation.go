@@ -86,7 +86,11 @@ func kubeFedConfig() *unstructured.Unstructured {
 				"availableDelay": "5s", "unavailableDelay": "10s", "cacheSyncTimeout": "2m",
 			},
 			"leaderElect": map[string]any{
-				"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "5s", "resourceLock": "configmaps",
+				// A single replica has no one to fail over to: a long renew
+				// deadline keeps a slow API server from making it lose the lock
+				// and exit; the lease stays short enough that a restarted
+				// kubefed takes over within 30 s.
+				"leaseDuration": "30s", "renewDeadline": "25s", "retryPeriod": "5s", "resourceLock": "configmaps",
 			},
 			"clusterHealthCheck": map[string]any{
 				"period": "5s", "failureThreshold": int64(2), "successThreshold": int64(1), "timeout": "3s",

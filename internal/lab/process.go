@@ -36,6 +36,9 @@ func (s ProcState) String() string {
 	}
 }
 
+// ProcessState reports whether the process pid runs, is stopped or is gone.
+func ProcessState(pid int) ProcState { return procState(pid) }
+
 // procState reads /proc/<pid>/stat. A zombie counts as gone: it no longer
 // does anything, it only waits for its parent to reap it.
 func procState(pid int) ProcState {

@@ -21,6 +21,10 @@ type Options struct {
 	Members          member.Options
 	NodeRecovery     noderecovery.Options
 	Rebalance        rebalance.Options
+	// WithoutNodeRecovery and WithoutRebalance leave a controller out, for
+	// tests and benchmarks that exercise one feature alone.
+	WithoutNodeRecovery bool
+	WithoutRebalance    bool
 }
 
 // Setup adds the member connections, node recovery and rebalance controllers
@@ -35,11 +39,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*member.Cache, err
 	if err != nil {
 		return nil, fmt.Errorf("setting up member clusters: %w", err)
 	}
-	if err := noderecovery.SetupWithManager(mgr, members, o.NodeRecovery); err != nil {
-		return nil, fmt.Errorf("setting up node recovery: %w", err)
+	if !o.WithoutNodeRecovery {
+		if err := noderecovery.SetupWithManager(mgr, members, o.NodeRecovery); err != nil {
+			return nil, fmt.Errorf("setting up node recovery: %w", err)
+		}
 	}
-	if err := rebalance.SetupWithManager(mgr, members, o.Rebalance); err != nil {
-		return nil, fmt.Errorf("setting up rebalance: %w", err)
+	if !o.WithoutRebalance {
+		if err := rebalance.SetupWithManager(mgr, members, o.Rebalance); err != nil {
+			return nil, fmt.Errorf("setting up rebalance: %w", err)
+		}
 	}
 	return members, nil
 }

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -22,12 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -85,98 +80,6 @@ func nrHostConfig() (*restConfig, error) {
 		return nil, err
 	}
 	return clientcmd.BuildConfigFromFlags("", st.Cluster(lab.HostName).Kubeconfig)
-}
-
-// nrManager is the operator's node recovery running in the test process.
-type nrManager struct {
-	cancel context.CancelFunc
-	done   chan error
-	logs   *nrLogBuffer
-}
-
-// startNodeRecovery runs a manager with the member and node recovery
-// controllers against the lab host, as cmd/manager wires them. stop is
-// idempotent and also runs when the test ends.
-func startNodeRecovery(t *testing.T) *nrManager {
-	t.Helper()
-	nrHost(t)
-	cfg, err := nrHostConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &nrLogBuffer{}
-	logger := zap.New(zap.WriteTo(logs), zap.UseDevMode(true))
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: s, Logger: logger,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Tests start several managers with the same controller names.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	members, err := member.SetupWithManager(ctx, mgr, member.Options{ProbePeriod: 2 * time.Second, StatusRefresh: 5 * time.Second})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := noderecovery.SetupWithManager(mgr, members, noderecovery.Options{ResyncPeriod: 2 * time.Second, StatusResync: 5 * time.Second}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	m := &nrManager{cancel: cancel, done: make(chan error, 1), logs: logs}
-	go func() { m.done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		m.stop(t)
-		if t.Failed() {
-			out := logs.String()
-			if len(out) > 30000 {
-				out = out[len(out)-30000:]
-			}
-			t.Logf("manager logs (tail):\n%s", out)
-		}
-	})
-	return m
-}
-
-func (m *nrManager) stop(t *testing.T) {
-	t.Helper()
-	if m.cancel == nil {
-		return
-	}
-	m.cancel()
-	m.cancel = nil
-	select {
-	case err := <-m.done:
-		if err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("manager did not stop within 30s")
-	}
-}
-
-type nrLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *nrLogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *nrLogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // nrPolicy creates a FailoverPolicy with node recovery for every member

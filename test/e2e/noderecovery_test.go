@@ -484,7 +484,7 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	marked := waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
-	first.stop(t)
+	first.stop()
 	fencedAt := marked.Annotations[noderecovery.AnnotationFencedAt]
 	repl := runningPod(t, cl, ns, "db", 90*time.Second, node)
 	eventually(t, 60*time.Second, "volume moved while the manager is down", func(ctx context.Context) (bool, string) {

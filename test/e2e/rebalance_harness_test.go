@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,19 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/member"
-	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
 // Short policy times so each scenario fits in about a minute.
@@ -35,78 +25,6 @@ func rbSpec() *v1alpha1.RebalanceSpec {
 		Enabled: true, CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
 		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true},
 	}
-}
-
-// startRebalance runs a manager with the member and rebalance controllers
-// against the lab host, as cmd/manager wires them; it stops with the test.
-func startRebalance(t *testing.T) {
-	t.Helper()
-	nrHost(t)
-	cfg, err := nrHostConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &rbLogs{}
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: s, Logger: zap.New(zap.WriteTo(logs), zap.UseDevMode(true)),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	members, err := member.SetupWithManager(ctx, mgr, member.Options{ProbePeriod: 2 * time.Second, StatusRefresh: 5 * time.Second})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := rebalance.SetupWithManager(mgr, members, rebalance.Options{Resync: 5 * time.Second}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("manager did not stop within 30s")
-		}
-		if t.Failed() {
-			out := logs.String()
-			if len(out) > 30000 {
-				out = out[len(out)-30000:]
-			}
-			t.Logf("manager logs (tail):\n%s", out)
-		}
-	})
-}
-
-type rbLogs struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *rbLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *rbLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // rbPolicy creates a policy rebalancing the RSPs of one namespace.

@@ -13,18 +13,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
 // stabilization is rbSpec's failback window.
@@ -140,7 +133,7 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 	const ns, name, total = "rebalance-restart", "web", 6
 	baseWeights := map[string]int64{"member1": 1, "member2": 1}
 	restore := exhaust(t)
-	op := startStoppableRebalance(t)
+	op := startRebalance(t)
 	pol := rbPolicy(t, "rebalance-restart", ns, nil)
 	federatedWorkload(t, ns, name, total)
 	eventually(t, 90*time.Second, "shifted: member1 runs all replicas", func(ctx context.Context) (bool, string) {
@@ -162,7 +155,7 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 
 	// Restart 1, while shifted.
 	op.stop()
-	op = startStoppableRebalance(t)
+	op = startRebalance(t)
 	restore()
 	// The new process is at work once it marks member2's room.
 	eventually(t, 60*time.Second, "restarted operator marks member2's room", func(ctx context.Context) (bool, string) {
@@ -201,7 +194,7 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 		t.Fatalf("failback finished in one step before the restart: %s", rspString(midway))
 	}
 	t.Logf("restarting the operator mid-failback at %s", rspString(midway))
-	startStoppableRebalance(t)
+	startRebalance(t)
 
 	eventually(t, 3*time.Minute, "baseline back, replicas split 3/3", func(ctx context.Context) (bool, string) {
 		r, err := getRSP(ctx, ns, name)
@@ -245,77 +238,6 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 		restored := slices.ContainsFunc(p.Status.RecentDecisions, func(d v1alpha1.Decision) bool { return d.Action == rebalance.ActionRestore })
 		return restored, fmt.Sprintf("decisions %+v", p.Status.RecentDecisions)
 	})
-}
-
-// stoppableRebalance is startRebalance with a stop the test can call.
-type stoppableRebalance struct {
-	t       *testing.T
-	cancel  context.CancelFunc
-	done    chan error
-	stopped bool
-}
-
-func startStoppableRebalance(t *testing.T) *stoppableRebalance {
-	t.Helper()
-	nrHost(t)
-	cfg, err := nrHostConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &rbLogs{}
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: s, Logger: zap.New(zap.WriteTo(logs), zap.UseDevMode(true)),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	members, err := member.SetupWithManager(ctx, mgr, member.Options{ProbePeriod: 2 * time.Second, StatusRefresh: 5 * time.Second})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if err := rebalance.SetupWithManager(mgr, members, rebalance.Options{Resync: 5 * time.Second}); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	op := &stoppableRebalance{t: t, cancel: cancel, done: make(chan error, 1)}
-	go func() { op.done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		op.stop()
-		if t.Failed() {
-			out := logs.String()
-			if len(out) > 20000 {
-				out = out[len(out)-20000:]
-			}
-			t.Logf("manager logs (tail):\n%s", out)
-		}
-	})
-	return op
-}
-
-func (o *stoppableRebalance) stop() {
-	o.t.Helper()
-	if o.stopped {
-		return
-	}
-	o.stopped = true
-	o.cancel()
-	select {
-	case err := <-o.done:
-		if err != nil {
-			o.t.Errorf("manager: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		o.t.Errorf("manager did not stop within 30s")
-	}
 }
 
 // rbMarks is the part of the state annotation the tests read.

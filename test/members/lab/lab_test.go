@@ -8,13 +8,17 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -117,6 +121,46 @@ func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
 	if !members.Connected(l.Members()[0]) {
 		t.Errorf("%s disconnected by the unjoin of %s", l.Members()[0], gone)
 	}
+
+	// The lab restarts a kubefed controller-manager that exits, as the
+	// kubelet would, and kubefed then health-checks the members again.
+	st, err := l.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := st.Proc(lab.HostName + "/" + lab.CompKubefedCM)
+	if old == nil {
+		t.Fatal("no kubefed controller-manager in the lab state")
+	}
+	if err := syscall.Kill(old.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "kubefed controller-manager restarted", func() error {
+		st, err := l.State()
+		if err != nil {
+			return err
+		}
+		p := st.Proc(lab.HostName + "/" + lab.CompKubefedCM)
+		if p == nil || p.PID == old.PID {
+			return errors.New("not restarted yet")
+		}
+		if s := lab.ProcessState(p.PID); s != lab.ProcRunning {
+			return fmt.Errorf("new pid %d is %s", p.PID, s)
+		}
+		return nil
+	})
+	// kubefed works again: a FederatedDeployment reaches the kept member.
+	kept := l.Members()[0]
+	if err := l.ApplyYAML(ctx, lab.HostName, lab.FederatedDeploymentYAML("after-restart", "web", 2, []string{kept})); err != nil {
+		t.Fatal(err)
+	}
+	keptClient, err := l.Client(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 90*time.Second, "kubefed propagates a Deployment to "+kept+" after its restart", func() error {
+		return keptClient.Get(ctx, client.ObjectKey{Namespace: "after-restart", Name: "web"}, &appsv1.Deployment{})
+	})
 }
 
 func poll(t *testing.T, timeout time.Duration, what string, cond func() error) {

@@ -205,23 +205,6 @@ func TestStormAnnotationRoundTrip(t *testing.T) {
 	}
 }
 
-func TestMergeDecisions(t *testing.T) {
-	d := func(sec int, obj string) v1alpha1.Decision {
-		return v1alpha1.Decision{Time: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second)), Object: obj, Action: "A", Reason: "R"}
-	}
-	got := mergeDecisions([]v1alpha1.Decision{d(3, "x"), d(2, "y")}, []v1alpha1.Decision{d(2, "y"), d(1, "z")})
-	if len(got) != 3 || got[0].Object != "x" || got[2].Object != "z" {
-		t.Fatalf("merge: %+v", got)
-	}
-	var many []v1alpha1.Decision
-	for i := range 30 {
-		many = append(many, d(i, "o"))
-	}
-	if got := mergeDecisions(many, nil); len(got) != maxDecisions || !got[0].Time.Equal(&many[29].Time) {
-		t.Fatalf("bound/order: %d first %v", len(got), got[0].Time)
-	}
-}
-
 func fencingState(active bool, ended time.Time) fencing.StormState {
 	return fencing.StormState{Active: active, EndedAt: ended}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/decisions"
 )
 
 // StatusFieldOwner is the server-side apply field manager of the node
@@ -47,8 +48,8 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	reps, decisions := r.store.snapshot(pol.Name)
-	status := desiredStatus(pol, reps, decisions)
+	reps, ours := r.store.snapshot(pol.Name)
+	status := desiredStatus(pol, reps, ours)
 	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("converting status: %w", err)
@@ -67,7 +68,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 }
 
 // desiredStatus builds only the fields this controller owns.
-func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport, decisions []v1alpha1.Decision) v1alpha1.FailoverPolicyStatus {
+func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport, ours []v1alpha1.Decision) v1alpha1.FailoverPolicyStatus {
 	clusters := make([]string, 0, len(reps))
 	for c := range reps {
 		clusters = append(clusters, c)
@@ -105,27 +106,8 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport, d
 	meta.SetStatusCondition(&conds, block)
 	return v1alpha1.FailoverPolicyStatus{
 		Recoveries:      recs,
-		RecentDecisions: mergeDecisions(decisions, pol.Status.RecentDecisions),
+		RecentDecisions: decisions.Merge(ours, pol.Status.RecentDecisions),
 		Conditions: []metav1.Condition{*meta.FindStatusCondition(conds, storm.Type),
 			*meta.FindStatusCondition(conds, block.Type)},
 	}
-}
-
-// mergeDecisions keeps the recorded decisions across restarts: ours (newest
-// first) and the ones already in status, without duplicates, bounded.
-func mergeDecisions(ours, recorded []v1alpha1.Decision) []v1alpha1.Decision {
-	all := append(slices.Clone(ours), recorded...)
-	slices.SortStableFunc(all, func(a, b v1alpha1.Decision) int { return b.Time.Compare(a.Time.Time) })
-	out := make([]v1alpha1.Decision, 0, maxDecisions)
-	seen := map[string]bool{}
-	for _, d := range all {
-		// Status times have second precision: compare at that precision.
-		k := fmt.Sprintf("%d|%s|%s|%s|%s", d.Time.Unix(), d.Cluster, d.Object, d.Action, d.Reason)
-		if seen[k] || len(out) == maxDecisions {
-			continue
-		}
-		seen[k] = true
-		out = append(out, d)
-	}
-	return out
 }

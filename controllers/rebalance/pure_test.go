@@ -150,15 +150,6 @@ func TestUnschedulableSinceAndRunning(t *testing.T) {
 	}
 }
 
-func TestMergeDecisionsKeepsOthers(t *testing.T) {
-	theirs := v1alpha1.Decision{Time: metav1.NewTime(t0), Object: "Node/n", Action: "TaintedOutOfService", Reason: "Fenced"}
-	ours := v1alpha1.Decision{Time: metav1.NewTime(t0.Add(time.Second)), Object: "ReplicaSchedulingPreference/a/b", Action: ActionShift, Reason: planner.ReasonCapacityExhausted}
-	got := mergeDecisions([]v1alpha1.Decision{ours}, []v1alpha1.Decision{theirs, ours})
-	if len(got) != 2 || got[0].Action != ActionShift || got[1].Action != "TaintedOutOfService" {
-		t.Fatalf("merged %+v", got)
-	}
-}
-
 func TestStoreNotifiesOnChangeOnly(t *testing.T) {
 	s := newStore()
 	k := typesKey("ns", "web")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/decisions"
 )
 
 // StatusFieldOwner is the server-side apply field manager of
@@ -23,10 +24,7 @@ import (
 // merges its own decisions with the recorded ones).
 const StatusFieldOwner = "fedfailover-rebalance"
 
-const (
-	maxDecisions  = 20
-	maxRebalances = 256
-)
+const maxRebalances = 256
 
 // store holds the per-RSP reports of the planning passes until the status
 // reconciler writes them to their policy; it notifies that reconciler.
@@ -104,8 +102,8 @@ func (s *store) forget(key types.NamespacedName) {
 func (s *store) decide(policy string, d v1alpha1.Decision) {
 	s.mu.Lock()
 	s.decisions[policy] = append([]v1alpha1.Decision{d}, s.decisions[policy]...)
-	if len(s.decisions[policy]) > maxDecisions {
-		s.decisions[policy] = s.decisions[policy][:maxDecisions]
+	if len(s.decisions[policy]) > decisions.Max {
+		s.decisions[policy] = s.decisions[policy][:decisions.Max]
 	}
 	s.mu.Unlock()
 	s.poke(policy)
@@ -139,10 +137,10 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	rebalances, decisions := r.store.snapshot(pol.Name)
+	rebalances, ours := r.store.snapshot(pol.Name)
 	status := v1alpha1.FailoverPolicyStatus{
 		Rebalances:      rebalances,
-		RecentDecisions: mergeDecisions(decisions, pol.Status.RecentDecisions),
+		RecentDecisions: decisions.Merge(ours, pol.Status.RecentDecisions),
 	}
 	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
 	if err != nil {
@@ -159,23 +157,4 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, fmt.Errorf("applying FailoverPolicy status: %w", err)
 	}
 	return ctrl.Result{}, nil
-}
-
-// mergeDecisions keeps every recorded decision (ours and node recovery's)
-// and adds ours, newest first, without duplicates, bounded.
-func mergeDecisions(ours, recorded []v1alpha1.Decision) []v1alpha1.Decision {
-	all := append(slices.Clone(ours), recorded...)
-	slices.SortStableFunc(all, func(a, b v1alpha1.Decision) int { return b.Time.Compare(a.Time.Time) })
-	out := make([]v1alpha1.Decision, 0, maxDecisions)
-	seen := map[string]bool{}
-	for _, d := range all {
-		// Status times have second precision: compare at that precision.
-		k := fmt.Sprintf("%d|%s|%s|%s|%s", d.Time.Unix(), d.Cluster, d.Object, d.Action, d.Reason)
-		if seen[k] || len(out) == maxDecisions {
-			continue
-		}
-		seen[k] = true
-		out = append(out, d)
-	}
-	return out
 }

@@ -6,18 +6,16 @@ import (
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
@@ -153,21 +151,7 @@ func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.Failov
 		Conditions: []metav1.Condition{*meta.FindStatusCondition(conds, cond.Type),
 			*meta.FindStatusCondition(conds, v1alpha1.ConditionReady)},
 	}
-	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
-	if err != nil {
-		return fmt.Errorf("converting status: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FailoverPolicy"))
-	u.SetName(pol.Name)
-	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(StatusFieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("applying FailoverPolicy status: %w", err)
-	}
-	return nil
+	return policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status)
 }
 
 // allPolicies maps any member change to every FailoverPolicy: there are few.

@@ -7,16 +7,13 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/decisions"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // StatusFieldOwner is the server-side apply field manager of the node
@@ -50,19 +47,8 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	reps, ours := r.store.snapshot(pol.Name)
 	status := desiredStatus(pol, reps, ours)
-	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("converting status: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FailoverPolicy"))
-	u.SetName(pol.Name)
-	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(StatusFieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("applying FailoverPolicy status: %w", err)
+	if err := policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status); err != nil {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: r.resync}, nil
 }
@@ -106,7 +92,7 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport, o
 	meta.SetStatusCondition(&conds, block)
 	return v1alpha1.FailoverPolicyStatus{
 		Recoveries:      recs,
-		RecentDecisions: decisions.Merge(ours, pol.Status.RecentDecisions),
+		RecentDecisions: policystatus.MergeDecisions(ours, pol.Status.RecentDecisions),
 		Conditions: []metav1.Condition{*meta.FindStatusCondition(conds, storm.Type),
 			*meta.FindStatusCondition(conds, block.Type)},
 	}

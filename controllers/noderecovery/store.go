@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/decisions"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // memberReport is the last pass's result for one member.
@@ -69,7 +69,7 @@ func (s *store) poke(policy string) {
 func (s *store) decide(policy string, d v1alpha1.Decision) {
 	s.mu.Lock()
 	list := append([]v1alpha1.Decision{d}, s.decisions[policy]...)
-	s.decisions[policy] = list[:min(len(list), decisions.Max)]
+	s.decisions[policy] = list[:min(len(list), policystatus.MaxDecisions)]
 	s.mu.Unlock()
 	s.poke(policy)
 }

@@ -2,20 +2,16 @@ package rebalance
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/decisions"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // StatusFieldOwner is the server-side apply field manager of
@@ -102,8 +98,8 @@ func (s *store) forget(key types.NamespacedName) {
 func (s *store) decide(policy string, d v1alpha1.Decision) {
 	s.mu.Lock()
 	s.decisions[policy] = append([]v1alpha1.Decision{d}, s.decisions[policy]...)
-	if len(s.decisions[policy]) > decisions.Max {
-		s.decisions[policy] = s.decisions[policy][:decisions.Max]
+	if len(s.decisions[policy]) > policystatus.MaxDecisions {
+		s.decisions[policy] = s.decisions[policy][:policystatus.MaxDecisions]
 	}
 	s.mu.Unlock()
 	s.poke(policy)
@@ -140,21 +136,10 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	rebalances, ours := r.store.snapshot(pol.Name)
 	status := v1alpha1.FailoverPolicyStatus{
 		Rebalances:      rebalances,
-		RecentDecisions: decisions.Merge(ours, pol.Status.RecentDecisions),
+		RecentDecisions: policystatus.MergeDecisions(ours, pol.Status.RecentDecisions),
 	}
-	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("converting status: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FailoverPolicy"))
-	u.SetName(pol.Name)
-	if err := r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(StatusFieldOwner), client.ForceOwnership); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("applying FailoverPolicy status: %w", err)
+	if err := policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status); err != nil {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil
 }

@@ -145,6 +145,101 @@ func TestDeployManifests(t *testing.T) {
 	})
 }
 
+// TestDeployCommandsOfTheDocs runs the install commands of docs/install.md
+// against the lab host, checks what they created and removes it again. The
+// CRDs stay: other tests use them, and both paths leave existing CRDs alone.
+func TestDeployCommandsOfTheDocs(t *testing.T) {
+	root, err := lab.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helm, kubectl := deployTool(t, "helm"), deployTool(t, "kubectl")
+	helmEnv := []string{
+		"HELM_CACHE_HOME=" + t.TempDir(), "HELM_CONFIG_HOME=" + t.TempDir(), "HELM_DATA_HOME=" + t.TempDir(),
+	}
+	nrHost(t) // the FailoverPolicy CRD, as a cluster that had fedfailover before
+	host := theLab.MustClient("host")
+	kc := []string{"--kubeconfig", theLab.Kubeconfig()}
+	const image = "registry.example.com/fedfailover:0.1.0"
+
+	t.Run("helm install", func(t *testing.T) {
+		runTool(t, nil, helmEnv, helm, append([]string{"install", deployRelease, filepath.Join(root, "charts", "fedfailover"),
+			"--namespace", deployNamespace, "--create-namespace",
+			"--set", "image.repository=registry.example.com/fedfailover", "--set", "image.tag=0.1.0",
+			"--kube-context", "host"}, kc...)...)
+		runTool(t, nil, nil, kubectl, append(kc, "--context", "host", "label", "namespace", deployNamespace,
+			"pod-security.kubernetes.io/enforce=restricted", "--overwrite")...)
+		assertInstalled(t, host, image)
+		runTool(t, nil, helmEnv, helm, append([]string{"uninstall", deployRelease, "--namespace", deployNamespace, "--kube-context", "host", "--wait"}, kc...)...)
+		assertRemoved(t, host)
+	})
+
+	t.Run("kubectl apply -k", func(t *testing.T) {
+		runTool(t, nil, nil, kubectl, append(kc, "--context", "host", "apply", "-k", filepath.Join(root, "config", "default"))...)
+		runTool(t, nil, nil, kubectl, append(kc, "--context", "host", "-n", deployNamespace, "set", "image",
+			"deployment/"+managerName, "manager="+image)...)
+		assertInstalled(t, host, image)
+		// Everything but the CRDs, which the other tests still use.
+		objs := decodeObjects(t, runTool(t, nil, nil, kubectl, "kustomize", filepath.Join(root, "config", "default")))
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace" {
+				continue
+			}
+			if err := host.Delete(t.Context(), o); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+		assertRemoved(t, host)
+	})
+}
+
+// assertInstalled checks the objects an install must create, with the
+// manager's image, Role scopes and restricted namespace.
+func assertInstalled(t *testing.T, host client.Client, image string) {
+	t.Helper()
+	ctx := t.Context()
+	d := &appsv1.Deployment{}
+	if err := host.Get(ctx, client.ObjectKey{Namespace: deployNamespace, Name: managerName}, d); err != nil {
+		t.Fatalf("manager Deployment: %v", err)
+	}
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != image {
+		t.Errorf("manager image %q, want %q", got, image)
+	}
+	for _, key := range []client.ObjectKey{
+		{Namespace: kubefedNS, Name: managerRole},
+		{Namespace: deployNamespace, Name: "fedfailover-leader-election"},
+	} {
+		if err := host.Get(ctx, key, &rbacv1.Role{}); err != nil {
+			t.Errorf("Role %s: %v", key, err)
+		}
+		if err := host.Get(ctx, key, &rbacv1.RoleBinding{}); err != nil {
+			t.Errorf("RoleBinding %s: %v", key, err)
+		}
+	}
+	for _, name := range []string{managerRole, "fedfailover-metrics-auth"} {
+		if err := host.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRoleBinding{}); err != nil {
+			t.Errorf("ClusterRoleBinding %s: %v", name, err)
+		}
+	}
+	ns := &corev1.Namespace{}
+	if err := host.Get(ctx, client.ObjectKey{Name: deployNamespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("namespace %s labels %v, want restricted Pod Security", deployNamespace, ns.Labels)
+	}
+}
+
+// assertRemoved waits until the manager Deployment and its ClusterRole are gone.
+func assertRemoved(t *testing.T, host client.Client) {
+	t.Helper()
+	eventually(t, 60*time.Second, "fedfailover removed", func(ctx context.Context) (bool, string) {
+		errD := host.Get(ctx, client.ObjectKey{Namespace: deployNamespace, Name: managerName}, &appsv1.Deployment{})
+		errR := host.Get(ctx, client.ObjectKey{Name: managerRole}, &rbacv1.ClusterRole{})
+		return apierrors.IsNotFound(errD) && apierrors.IsNotFound(errR), fmt.Sprintf("deployment: %v, clusterrole: %v", errD, errR)
+	})
+}
+
 // deployTool is the path of a tool `make tools` builds; missing tools fail
 // the test (never skip).
 func deployTool(t *testing.T, name string) string {

@@ -1,4 +1,4 @@
-package decisions
+package policystatus
 
 import (
 	"testing"
@@ -16,7 +16,7 @@ func d(sec int, obj, action string) v1alpha1.Decision {
 }
 
 func TestMergeOrdersAndDeduplicates(t *testing.T) {
-	got := Merge([]v1alpha1.Decision{d(3, "x", "A"), d(2, "y", "A")}, []v1alpha1.Decision{d(2, "y", "A"), d(1, "z", "A")})
+	got := MergeDecisions([]v1alpha1.Decision{d(3, "x", "A"), d(2, "y", "A")}, []v1alpha1.Decision{d(2, "y", "A"), d(1, "z", "A")})
 	if len(got) != 3 || got[0].Object != "x" || got[1].Object != "y" || got[2].Object != "z" {
 		t.Fatalf("merge: %+v", got)
 	}
@@ -25,7 +25,7 @@ func TestMergeOrdersAndDeduplicates(t *testing.T) {
 func TestMergeKeepsTheOtherControllersDecisions(t *testing.T) {
 	theirs := d(0, "Node/n", "TaintedOutOfService")
 	ours := d(1, "ReplicaSchedulingPreference/a/b", "Shift")
-	got := Merge([]v1alpha1.Decision{ours}, []v1alpha1.Decision{theirs, ours})
+	got := MergeDecisions([]v1alpha1.Decision{ours}, []v1alpha1.Decision{theirs, ours})
 	if len(got) != 2 || got[0].Action != "Shift" || got[1].Action != "TaintedOutOfService" {
 		t.Fatalf("merged %+v", got)
 	}
@@ -36,8 +36,8 @@ func TestMergeIsBoundedNewestFirst(t *testing.T) {
 	for i := range 30 {
 		many = append(many, d(i, "o", "A"))
 	}
-	got := Merge(many, nil)
-	if len(got) != Max || !got[0].Time.Equal(&many[29].Time) || !got[Max-1].Time.Equal(&many[30-Max].Time) {
+	got := MergeDecisions(many, nil)
+	if len(got) != MaxDecisions || !got[0].Time.Equal(&many[29].Time) || !got[MaxDecisions-1].Time.Equal(&many[30-MaxDecisions].Time) {
 		t.Fatalf("bound/order: %d, first %v", len(got), got[0].Time)
 	}
 }

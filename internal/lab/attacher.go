@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"os"
 	"strings"
 	"time"
 
@@ -76,7 +77,7 @@ func (l *Lab) superviseKubefed(st *State) error {
 	if p == nil || procState(p.PID) != ProcGone {
 		return nil
 	}
-	l.logf("lab: %s (pid %d) exited; restarting it. Its last lines:\n%s", p.Key(), p.PID, logTail(p.Log, 8))
+	l.logf("lab: %s (pid %d) exited (%s); restarting it. Its last lines:\n%s", p.Key(), p.PID, exitReason(p.Log), logTail(p.Log, 8))
 	// No readiness wait: the attacher shares this loop and must not stall.
 	_, err := l.restartProc(context.Background(), p.Key(), nil)
 	return err
@@ -210,4 +211,23 @@ func removeString(list *[]string, s string) bool {
 	}
 	*list = out
 	return found
+}
+
+// exitReason finds why a Go program stopped in its log: the last panic,
+// fatal error or klog fatal (F...) line, or the leader election loss.
+func exitReason(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "no log"
+	}
+	reason := "no reason in its log"
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "panic:"), strings.HasPrefix(line, "fatal error:"),
+			len(line) > 5 && line[0] == 'F' && line[1] >= '0' && line[1] <= '9',
+			strings.Contains(line, "leaderelection lost"), strings.Contains(line, "leader election lost"):
+			reason = line
+		}
+	}
+	return reason
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -257,5 +258,29 @@ func TestWaitReadyReportsLogTail(t *testing.T) {
 	var ce *ComponentError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("waitReady = %v, want a ComponentError with the log tail", err)
+	}
+}
+
+func TestExitReason(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		"I1130 ok\nE1130 some error\n":                                              "no reason in its log",
+		"I1130 ok\nF1130 12:00:00 1 main.go:1] leaderelection lost\ngoroutine 1\n": "F1130 12:00:00 1 main.go:1] leaderelection lost",
+		"I1130 ok\npanic: boom\n\ngoroutine 7 [running]:\n":                       "panic: boom",
+		"fatal error: concurrent map writes\n":                                      "fatal error: concurrent map writes",
+	}
+	i := 0
+	for log, want := range cases {
+		i++
+		p := filepath.Join(dir, fmt.Sprintf("%d.log", i))
+		if err := os.WriteFile(p, []byte(log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := exitReason(p); got != want {
+			t.Errorf("exitReason(%q) = %q, want %q", log, got, want)
+		}
+	}
+	if got := exitReason(filepath.Join(dir, "missing")); got != "no log" {
+		t.Errorf("missing log: %q", got)
 	}
 }

@@ -161,6 +161,9 @@ func TestDeployCommandsOfTheDocs(t *testing.T) {
 	host := theLab.MustClient("host")
 	kc := []string{"--kubeconfig", theLab.Kubeconfig()}
 	const image = "registry.example.com/fedfailover:0.1.0"
+	// A fresh cluster: no install namespace yet, and none left behind.
+	deleteNamespaceAndWait(t, host, deployNamespace)
+	t.Cleanup(func() { deleteNamespaceAndWait(t, host, deployNamespace) })
 
 	t.Run("helm install", func(t *testing.T) {
 		runTool(t, nil, helmEnv, helm, append([]string{"install", deployRelease, filepath.Join(root, "charts", "fedfailover"),
@@ -575,6 +578,30 @@ func assertMetricsService(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
+// deleteNamespaceAndWait deletes a namespace the test created and waits until
+// it is gone, so the next test does not meet it while it terminates.
+func deleteNamespaceAndWait(t *testing.T, host client.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := host.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting namespace %s: %v", name, err)
+		return
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := host.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("namespace %s not gone after 2m: %v", name, err)
+			return
+		}
+		time.Sleep(250 * time.Millisecond) // poll interval, bounded by the deadline
+	}
+}
+
 // createRestrictedNamespace creates the install namespace on the host with
 // the restricted Pod Security Standard enforced, and the manager's
 // ServiceAccount in it, and removes them afterwards.
@@ -587,7 +614,7 @@ func createRestrictedNamespace(t *testing.T, host client.Client) {
 	if err := host.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating namespace %s: %v", deployNamespace, err)
 	}
-	t.Cleanup(func() { _ = host.Delete(context.Background(), ns) })
+	t.Cleanup(func() { deleteNamespaceAndWait(t, host, deployNamespace) })
 	// The dry-run Pod below needs its ServiceAccount to exist.
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: managerName, Namespace: deployNamespace}}
 	if err := host.Create(t.Context(), sa); err != nil && !apierrors.IsAlreadyExists(err) {

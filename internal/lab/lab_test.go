@@ -264,10 +264,10 @@ func TestWaitReadyReportsLogTail(t *testing.T) {
 func TestExitReason(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
-		"I1130 ok\nE1130 some error\n":                                              "no reason in its log",
+		"I1130 ok\nE1130 some error\n":                                             "no reason in its log",
 		"I1130 ok\nF1130 12:00:00 1 main.go:1] leaderelection lost\ngoroutine 1\n": "F1130 12:00:00 1 main.go:1] leaderelection lost",
-		"I1130 ok\npanic: boom\n\ngoroutine 7 [running]:\n":                       "panic: boom",
-		"fatal error: concurrent map writes\n":                                      "fatal error: concurrent map writes",
+		"I1130 ok\npanic: boom\n\ngoroutine 7 [running]:\n":                        "panic: boom",
+		"fatal error: concurrent map writes\n":                                     "fatal error: concurrent map writes",
 	}
 	i := 0
 	for log, want := range cases {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -137,15 +138,28 @@ func rspString(r *fedschedv1a1.ReplicaSchedulingPreference) string {
 	return s
 }
 
-// readyTotal sums ready replicas over both members (0 for an unreachable one).
-func readyTotal(ctx context.Context, ns, name string) int32 {
-	var total int32
+// readyPods counts the workload's pods that serve, Ready and not being
+// deleted, over both members; ok is false when a member could not be read.
+// It is the availability make-before-break protects. Deployment
+// readyReplicas lags it, most of all in a member whose controller-manager is
+// still resyncing after its API server came back.
+func readyPods(ctx context.Context, ns, name string) (n int32, ok bool) {
 	for _, m := range []string{"member1", "member2"} {
-		if _, r, err := memberReplicas(ctx, m, ns, name); err == nil {
-			total += r
+		cl, err := theLab.Client(m)
+		if err != nil {
+			return 0, false
+		}
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": name}); err != nil {
+			return 0, false
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.DeletionTimestamp == nil && podReady(p) {
+				n++
+			}
 		}
 	}
-	return total
+	return n, true
 }
 
 func rebalanceResult(t *testing.T, name string, d time.Duration) {

@@ -303,7 +303,10 @@ func recordRSP(t *testing.T, ns, name string) *rspRecorder {
 		defer close(rec.done)
 		for {
 			if r, err := getRSP(ctx, ns, name); err == nil {
-				s := rspSample{at: time.Now(), spec: rspString(r), ready: readyTotal(ctx, ns, name)}
+				s := rspSample{at: time.Now(), spec: rspString(r), ready: unknownReady}
+				if n, ok := readyPods(ctx, ns, name); ok {
+					s.ready = n
+				}
 				if m, err := marksOf(r); err == nil && m.LastChange != nil {
 					s.lastChange = m.LastChange.UTC().Format(time.RFC3339)
 				}
@@ -388,6 +391,10 @@ func writesOf(samples []rspSample) int {
 	}
 	return n
 }
+
+// unknownReady marks a sample whose members could not be read: it never
+// counts as the minimum.
+const unknownReady = int32(1 << 30)
 
 func minReadyOf(samples []rspSample) int32 {
 	m := int32(1 << 30)

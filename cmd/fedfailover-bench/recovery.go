@@ -285,7 +285,7 @@ func (b *rcBench) replacement(ctx context.Context, ns, notOn string) (pod *corev
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !rcPodReady(p) || p.Spec.NodeName == notOn {
+		if !lab.PodReady(p) || p.Spec.NodeName == notOn {
 			why = fmt.Sprintf("%s %s on %q deleting=%v", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil)
 			continue
 		}
@@ -321,18 +321,6 @@ func (b *rcBench) replacement(ctx context.Context, ns, notOn string) (pod *corev
 		return nil, "", false, fmt.Sprintf("pod Ready on %s, volume %s attached to %v, attachments for %v", pod.Spec.NodeName, pv, attached, all), nil
 	}
 	return pod, pv, true, "", nil
-}
-
-func rcPodReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func rcHasOOSTaint(n *corev1.Node) bool {
@@ -637,7 +625,7 @@ func (b *rcBench) sample(ctx context.Context, ns, node, pv string) (rcSample, er
 			s.oldPod = true
 		case p.Spec.NodeName != "":
 			s.scheduled = p.Spec.NodeName
-			if rcPodReady(p) {
+			if lab.PodReady(p) {
 				ready = p.Spec.NodeName
 			}
 		}

@@ -348,9 +348,6 @@ func heapAfterGC() uint64 {
 }
 
 func TestTransformMemoryPerObject(t *testing.T) {
-	if testing.Short() {
-		t.Skip("decodes 12,000 objects")
-	}
 	newPod := func() *corev1.Pod { return &corev1.Pod{} }
 	newNode := func() *corev1.Node { return &corev1.Node{} }
 	podRaw := liveBytesPer(t, memPods, deploymentPod, newPod, nil)

@@ -161,3 +161,17 @@ func (l *Lab) CreateDeploymentWithVolume(ctx context.Context, cluster, namespace
 	}
 	return d, nil
 }
+
+// PodReady reports whether a pod serves: Running, Ready and not being
+// deleted. Tests and benchmarks judge replacements and availability by it.
+func PodReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

@@ -44,7 +44,7 @@ func TestBaselineStatefulSetOnPoweredOffNode(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if !podReady(p) {
+		if !lab.PodReady(p) {
 			return false, fmt.Sprintf("phase %s on %q", p.Status.Phase, p.Spec.NodeName)
 		}
 		node = p.Spec.NodeName
@@ -98,7 +98,7 @@ func TestBaselineStatefulSetOnPoweredOffNode(t *testing.T) {
 		if err != nil {
 			return false, "db-0: " + err.Error()
 		}
-		if string(p.UID) != uid || p.Spec.NodeName != node || podReady(p) {
+		if string(p.UID) != uid || p.Spec.NodeName != node || lab.PodReady(p) {
 			return false, fmt.Sprintf("db-0 replaced: uid %s node %s phase %s", p.UID, p.Spec.NodeName, p.Status.Phase)
 		}
 		att, _, err := attachments(ctx, cl, pv)
@@ -117,7 +117,7 @@ func TestBaselineStatefulSetOnPoweredOffNode(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if !podReady(p) || p.Spec.NodeName == node {
+		if !lab.PodReady(p) || p.Spec.NodeName == node {
 			return false, fmt.Sprintf("db-0 %s on %q", p.Status.Phase, p.Spec.NodeName)
 		}
 		att, all, err := attachments(ctx, cl, pv)
@@ -295,7 +295,7 @@ func TestBaselinePartitionHeals(t *testing.T) {
 		}
 		clear(before)
 		for _, p := range pods.Items {
-			if podReady(&p) && p.Spec.NodeName == node {
+			if lab.PodReady(&p) && p.Spec.NodeName == node {
 				before[string(p.UID)] = p.Name
 			}
 		}
@@ -336,7 +336,7 @@ func TestBaselinePartitionHeals(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, p := range pods.Items {
-			if _, ok := before[string(p.UID)]; ok && podReady(&p) && p.Spec.NodeName == node {
+			if _, ok := before[string(p.UID)]; ok && lab.PodReady(&p) && p.Spec.NodeName == node {
 				return true, ""
 			}
 		}

@@ -53,18 +53,6 @@ func holds(t *testing.T, window time.Duration, what string, cond func(ctx contex
 	}
 }
 
-func podReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
 func getPod(ctx context.Context, cl client.Client, ns, name string) (*corev1.Pod, error) {
 	p := &corev1.Pod{}
 	return p, cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)

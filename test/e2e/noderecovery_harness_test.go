@@ -185,7 +185,7 @@ func runningPod(t *testing.T, cl client.Client, ns, app string, timeout time.Dur
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			seen = append(seen, fmt.Sprintf("%s %s on %q deleting=%v", p.Name, p.Status.Phase, p.Spec.NodeName, p.DeletionTimestamp != nil))
-			if podReady(p) && p.Spec.NodeName != notOn {
+			if lab.PodReady(p) && p.Spec.NodeName != notOn {
 				got = p
 				return true, ""
 			}

@@ -231,7 +231,7 @@ func TestNodeRecoveryPartitionNoEvidence(t *testing.T) {
 			return false, "not Ready yet"
 		}
 		p, _ := getPod(ctx, cl, ns, pod.Name)
-		if !podReady(p) {
+		if !lab.PodReady(p) {
 			return false, "pod not Ready"
 		}
 		c, err := policyCondition(ctx, pol.Name, v1alpha1.ConditionFencingBlocked)
@@ -593,7 +593,7 @@ func TestNodeRecoveryNodeDeleted(t *testing.T) {
 			return false, err.Error()
 		}
 		for i := range pods.Items {
-			if p := &pods.Items[i]; podReady(p) && p.Spec.NodeName != node {
+			if p := &pods.Items[i]; lab.PodReady(p) && p.Spec.NodeName != node {
 				return volumeOnlyOn(ctx, cl, pv, p.Spec.NodeName)
 			}
 		}

@@ -154,7 +154,7 @@ func readyPods(ctx context.Context, ns, name string) (n int32, ok bool) {
 			return 0, false
 		}
 		for i := range pods.Items {
-			if p := &pods.Items[i]; p.DeletionTimestamp == nil && podReady(p) {
+			if p := &pods.Items[i]; lab.PodReady(p) {
 				n++
 			}
 		}

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/metrics"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // Cache owns every member connection. Other controllers get a member's
@@ -40,18 +40,6 @@ type Cache struct {
 	subsMu sync.Mutex
 	subs   map[int]func(cluster string)
 	nextID int
-}
-
-// memberState is what the Cache knows of one KubeFedCluster.
-type memberState struct {
-	conn             *connection // nil while not connected
-	fingerprint      string      // of the inputs conn was built from
-	token            string      // only to redact messages
-	connected        bool
-	reason, message  string
-	lastProbe        time.Time
-	lastProbeSuccess time.Time
-	failures         int
 }
 
 func newCache(opts Options, scheme *runtime.Scheme) *Cache {
@@ -126,16 +114,6 @@ func (c *Cache) GetUncachedClient(_ context.Context, cluster string) (client.Cli
 		return nil, err
 	}
 	return conn.uncached, nil
-}
-
-// GetRESTConfig returns a copy of the member's REST config. It holds the
-// member's token: never log it.
-func (c *Cache) GetRESTConfig(_ context.Context, cluster string) (*rest.Config, error) {
-	conn, err := c.conn(cluster)
-	if err != nil {
-		return nil, err
-	}
-	return rest.CopyConfig(conn.cfg), nil
 }
 
 // ServerVersion returns the member API server's version seen at connect time.
@@ -280,10 +258,8 @@ func countNodes(ctx context.Context, conn *connection) (ready, total int32) {
 		return 0, 0
 	}
 	for i := range nodes.Items {
-		for _, cond := range nodes.Items[i].Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				ready++
-			}
+		if nodecond.IsReady(&nodes.Items[i]) {
+			ready++
 		}
 	}
 	return ready, int32(len(nodes.Items))

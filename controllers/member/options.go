@@ -1,6 +1,10 @@
 package member
 
-import "time"
+import (
+	"time"
+
+	"github.com/fedfailover/fedfailover/internal/defaults"
+)
 
 // DefaultNamespace is where kubefed keeps KubeFedCluster objects and Secrets.
 const DefaultNamespace = "kube-federation-system"
@@ -41,31 +45,16 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	set := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
-	}
-	set(&o.ProbePeriod, 10*time.Second)
-	set(&o.ProbeTimeout, 5*time.Second)
-	set(&o.ConnectTimeout, 10*time.Second)
-	set(&o.CacheSyncTimeout, 2*time.Minute)
-	set(&o.RetryPeriod, o.ProbePeriod)
-	set(&o.StatusRefresh, time.Minute)
-	if o.FailureThreshold <= 0 {
-		o.FailureThreshold = 3
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 10
-	}
-	if o.QPS <= 0 {
-		o.QPS = 50
-	}
-	if o.Burst <= 0 {
-		o.Burst = 100
-	}
+	defaults.String(&o.Namespace, DefaultNamespace)
+	defaults.Set(&o.ProbePeriod, 10*time.Second)
+	defaults.Set(&o.ProbeTimeout, 5*time.Second)
+	defaults.Set(&o.ConnectTimeout, 10*time.Second)
+	defaults.Set(&o.CacheSyncTimeout, 2*time.Minute)
+	defaults.Set(&o.RetryPeriod, o.ProbePeriod)
+	defaults.Set(&o.StatusRefresh, time.Minute)
+	defaults.Set(&o.FailureThreshold, 3)
+	defaults.Set(&o.MaxConcurrentReconciles, 10)
+	defaults.Set(&o.QPS, 50)
+	defaults.Set(&o.Burst, 100)
 	return o
 }

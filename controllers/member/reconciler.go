@@ -59,7 +59,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	m := r.cache.state(kfc.Name)
 	if m.conn != nil && m.fingerprint != fingerprint {
 		r.disconnect(ctx, kfc, ReasonCredentialsChanged, "endpoint, CA, TLS options, proxy or token changed; reconnecting")
-		m.conn = nil
+		m = r.cache.state(kfc.Name)
 	}
 	if m.conn == nil {
 		return r.connect(ctx, kfc, cfg, fingerprint, token), nil
@@ -101,25 +101,18 @@ func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedClu
 		r.disconnect(ctx, kfc, reason, redact(err.Error(), token))
 		return ctrl.Result{RequeueAfter: o.RetryPeriod}
 	}
-	now := r.cache.now()
-	r.cache.mu.Lock()
-	if r.cache.stopped {
-		r.cache.mu.Unlock()
+	prev, next, ok := r.cache.setConnected(kfc.Name, conn, fingerprint, token, connectedMessage(conn))
+	if !ok {
 		conn.stop()
 		return ctrl.Result{}
 	}
-	m := r.cache.stateLocked(kfc.Name)
-	prev := *m
-	m.conn, m.fingerprint, m.token = conn, fingerprint, token
-	m.failures, m.lastProbe, m.lastProbeSuccess = 0, now, now
-	m.connected, m.reason = true, ReasonConnected
-	m.message = fmt.Sprintf("connected to %s (Kubernetes %s)", cfg.Host, conn.version.GitVersion)
-	next := *m
-	r.cache.mu.Unlock()
-
 	setCacheMetrics(kfc.Name, conn)
 	r.transition(ctx, kfc, prev, next)
 	return ctrl.Result{RequeueAfter: o.ProbePeriod}
+}
+
+func connectedMessage(conn *connection) string {
+	return fmt.Sprintf("connected to %s (Kubernetes %s)", conn.cfg.Host, conn.version.GitVersion)
 }
 
 // probe checks a connected member once per ProbePeriod.
@@ -137,17 +130,13 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 	if err == nil {
 		metrics.MemberProbeDuration.WithLabelValues(kfc.Name, metrics.ProbeSuccess).Observe(elapsed.Seconds())
 		setCacheMetrics(kfc.Name, m.conn)
-		r.cache.update(kfc.Name, m.conn, func(s *memberState) {
-			s.lastProbe, s.lastProbeSuccess, s.failures = now, now, 0
-			s.message = fmt.Sprintf("connected to %s (Kubernetes %s)", m.conn.cfg.Host, m.conn.version.GitVersion)
-		})
+		r.cache.probeSucceeded(kfc.Name, m.conn, now, connectedMessage(m.conn))
 		return ctrl.Result{RequeueAfter: o.ProbePeriod}
 	}
 
 	metrics.MemberProbeDuration.WithLabelValues(kfc.Name, metrics.ProbeFailure).Observe(elapsed.Seconds())
 	reason, msg := reasonFor(err), redact(err.Error(), m.token)
 	failures := m.failures + 1
-	log := ctrl.LoggerFrom(ctx)
 	if disconnectNow(reason) || failures >= o.FailureThreshold {
 		if !disconnectNow(reason) {
 			msg = fmt.Sprintf("%d consecutive probes failed, last: %s", failures, msg)
@@ -156,28 +145,16 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 		r.disconnect(ctx, kfc, reason, msg)
 		return ctrl.Result{RequeueAfter: o.RetryPeriod}
 	}
-	log.Info("Member probe failed", "failures", failures, "threshold", o.FailureThreshold, "reason", reason, "error", msg)
-	r.cache.update(kfc.Name, m.conn, func(s *memberState) {
-		s.lastProbe, s.failures = now, failures
-	})
+	ctrl.LoggerFrom(ctx).Info("Member probe failed", "failures", failures, "threshold", o.FailureThreshold, "reason", reason, "error", msg)
+	r.cache.probeFailed(kfc.Name, m.conn, now, failures)
 	return ctrl.Result{RequeueAfter: o.ProbePeriod}
 }
 
-// disconnect records a not-connected state and tears down the connection,
-// if any, outside the lock.
+// disconnect records a not-connected state, tears down the connection if
+// any, and reports the transition.
 func (r *reconciler) disconnect(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, reason, message string) {
-	r.cache.mu.Lock()
-	m := r.cache.stateLocked(kfc.Name)
-	prev := *m
-	message = redact(message, m.token)
-	conn := m.conn
-	m.conn, m.fingerprint, m.token = nil, "", ""
-	m.connected, m.reason, m.message, m.failures = false, reason, message, 0
-	next := *m
-	r.cache.mu.Unlock()
-
-	if conn != nil {
-		conn.stop()
+	prev, next, stopped := r.cache.setDisconnected(kfc.Name, reason, message)
+	if stopped {
 		metrics.MemberDisconnects.WithLabelValues(kfc.Name, reason).Inc()
 		metrics.MemberCacheObjects.DeletePartialMatch(map[string]string{metrics.ClusterLabel: kfc.Name})
 	}
@@ -186,18 +163,12 @@ func (r *reconciler) disconnect(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 
 // forget tears down a member that left the federation and drops its metrics.
 func (r *reconciler) forget(ctx context.Context, key types.NamespacedName) {
-	r.cache.mu.Lock()
-	m, ok := r.cache.members[key.Name]
-	delete(r.cache.members, key.Name)
-	r.cache.mu.Unlock()
-	if !ok {
+	known, wasConnected := r.cache.forget(key.Name)
+	if !known {
 		return
 	}
-	if m.conn != nil {
-		m.conn.stop()
-	}
 	metrics.DeleteCluster(key.Name)
-	ctrl.LoggerFrom(ctx).Info("Member cluster unjoined: connection torn down", "wasConnected", m.conn != nil)
+	ctrl.LoggerFrom(ctx).Info("Member cluster unjoined: connection torn down", "wasConnected", wasConnected)
 	kfc := &kubefedv1beta1.KubeFedCluster{}
 	kfc.Namespace, kfc.Name = key.Namespace, key.Name
 	r.recorder.Eventf(kfc, nil, corev1.EventTypeNormal, ReasonUnjoined, "Disconnect", "member cluster left the federation")
@@ -206,13 +177,13 @@ func (r *reconciler) forget(ctx context.Context, key types.NamespacedName) {
 
 // transition logs, records an event, sets the metric and notifies
 // subscribers when the connection state or its reason changed.
-func (r *reconciler) transition(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, prev, next memberState) {
+func (r *reconciler) transition(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, prev, next connState) {
 	if next.connected {
 		metrics.MemberConnected.WithLabelValues(kfc.Name).Set(1)
 	} else {
 		metrics.MemberConnected.WithLabelValues(kfc.Name).Set(0)
 	}
-	if prev.connected == next.connected && prev.reason == next.reason {
+	if !next.changed(prev) {
 		return
 	}
 	log := ctrl.LoggerFrom(ctx)
@@ -224,33 +195,4 @@ func (r *reconciler) transition(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 		r.recorder.Eventf(kfc, nil, corev1.EventTypeWarning, next.reason, "Disconnect", "%s", next.message)
 	}
 	r.cache.notify(kfc.Name)
-}
-
-// state returns a copy of the member's state (zero if unknown).
-func (c *Cache) state(cluster string) memberState {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if m, ok := c.members[cluster]; ok {
-		return *m
-	}
-	return memberState{}
-}
-
-func (c *Cache) stateLocked(cluster string) *memberState {
-	m, ok := c.members[cluster]
-	if !ok {
-		m = &memberState{reason: ReasonPending}
-		c.members[cluster] = m
-	}
-	return m
-}
-
-// update changes the state of a member if it still has connection conn:
-// a concurrent teardown wins.
-func (c *Cache) update(cluster string, conn *connection, f func(*memberState)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m, ok := c.members[cluster]; ok && m.conn == conn {
-		f(m)
-	}
 }

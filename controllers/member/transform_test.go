@@ -19,6 +19,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/fencing"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // The readers of cached Pods and Nodes (controllers/rebalance,
@@ -297,7 +298,7 @@ func TestTransformNodeKeepsWhatDecisionsUse(t *testing.T) {
 			t.Errorf("node %d: spec %+v", i, got.Spec)
 		case !equality.Semantic.DeepEqual(got.Status.Allocatable, in.Status.Allocatable):
 			t.Errorf("node %d: allocatable %v", i, got.Status.Allocatable)
-		case fencing.IsReady(got) != fencing.IsReady(in), !fencing.NotReadySince(got).Equal(fencing.NotReadySince(in)):
+		case nodecond.IsReady(got) != nodecond.IsReady(in), !fencing.NotReadySince(got).Equal(fencing.NotReadySince(in)):
 			t.Errorf("node %d: readiness %+v", i, got.Status.Conditions)
 		case readyOf(got) != readyOf(in):
 			t.Errorf("node %d: Ready condition %q, want %q", i, readyOf(got), readyOf(in))

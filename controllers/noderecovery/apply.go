@@ -332,12 +332,28 @@ func (r *Reconciler) deleteMachine(ctx context.Context, v *memberView, n *corev1
 	return nil
 }
 
-// machineOwner also lists the host's MachineHealthChecks (live: rare, and
-// the CRD may be absent).
-func (r *Reconciler) machineOwner(ctx context.Context, m *clusterv1.Machine) (string, error) {
-	var list clusterv1.MachineHealthCheckList
-	if err := r.apiReader.List(ctx, &list, client.InNamespace(m.Namespace)); err != nil && !isNoMatch(err) {
-		return "", fmt.Errorf("listing MachineHealthChecks: %w", err)
+// machineOwners finds who already remediates each of the member's Machines,
+// when the policy may ask for Machine deletion. MachineHealthChecks are read
+// live (rare, and their CRD may be absent), once per namespace.
+func (r *Reconciler) machineOwners(ctx context.Context, v *memberView) (map[string]string, error) {
+	if v.policy == nil || !v.policy.Spec.NodeRecovery.Fencing.RequestMachineDeletion || len(v.machines) == 0 {
+		return nil, nil
 	}
-	return machineOwner(m, list.Items), nil
+	mhcs := map[string][]clusterv1.MachineHealthCheck{}
+	out := map[string]string{}
+	for node, m := range v.machines {
+		list, ok := mhcs[m.Namespace]
+		if !ok {
+			var l clusterv1.MachineHealthCheckList
+			if err := r.apiReader.List(ctx, &l, client.InNamespace(m.Namespace)); err != nil && !isNoMatch(err) {
+				return nil, fmt.Errorf("listing MachineHealthChecks: %w", err)
+			}
+			list = l.Items
+			mhcs[m.Namespace] = list
+		}
+		if owner := machineOwner(m, list); owner != "" {
+			out[node] = owner
+		}
+	}
+	return out, nil
 }

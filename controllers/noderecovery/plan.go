@@ -9,6 +9,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/fencing"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // step is the one thing the reconciler does next for a node.
@@ -68,7 +69,7 @@ type plan struct {
 // decide is the pure per-node state machine of node recovery.
 func decide(in planInput) plan {
 	p := plan{Marks: readMarks(in.Node)}
-	if fencing.IsReady(in.Node) {
+	if nodecond.IsReady(in.Node) {
 		if hasAnyMark(in.Node) {
 			p.Step, p.Message = stepCleanup, "node is Ready again"
 		}
@@ -109,7 +110,11 @@ func decide(in planInput) plan {
 		if at := p.Verdict.AssumeFencedAt; !at.IsZero() && in.Now.Before(at) {
 			p.RequeueAfter = at.Sub(in.Now)
 		}
-		if canRequestMachineDeletion(in) {
+		switch {
+		case !in.Policy.Fencing.RequestMachineDeletion || in.Machine == nil:
+		case in.MachineOwner != "":
+			p.Message += "; Machine deletion not requested: remediated by " + in.MachineOwner
+		case canRequestMachineDeletion(in):
 			p.Step = stepDeleteMachine
 		}
 		return p

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/wake"
 )
 
 // Host side.
@@ -65,6 +66,9 @@ type memberView struct {
 	vas       map[string][]*storagev1.VolumeAttachment
 	byClaim   map[string][]*corev1.Pod
 	machines  map[string]*clusterv1.Machine
+	// machineOwners names, by node, who already remediates its Machine (see
+	// machineOwner); gathered only when the policy may request deletion.
+	machineOwners map[string]string
 	scope     podScope
 	major     int
 	minor     int
@@ -94,8 +98,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if v.policy != nil {
 		rep.Policy = v.policy.Name
 	}
-	next := newRequeue(r.opts.ResyncPeriod)
-	next.at(storm.ResumeAt.Sub(r.now()))
+	now := r.now()
+	var next wake.Soonest
+	next.In(now, storm.ResumeAt.Sub(now))
 	var errs []error
 	for _, n := range v.nodes {
 		st, after, err := r.reconcileNode(ctx, v, n)
@@ -105,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if st != nil {
 			rep.Recoveries = append(rep.Recoveries, *st)
 		}
-		next.at(after)
+		next.In(now, after)
 	}
 	for _, name := range orphanNodes(v) {
 		st, after, err := r.reconcileOrphan(ctrl.LoggerInto(ctx, log.WithValues("node", name)), v, name)
@@ -115,16 +120,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if st != nil {
 			rep.Recoveries = append(rep.Recoveries, *st)
 		}
-		next.at(after)
+		next.In(now, after)
 	}
 	r.store.publish(v.cluster, rep)
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
 	}
+	// A member with a recovery going on is looked at every ResyncPeriod, so
+	// evidence that appears without an event we watch is still seen; a quiet
+	// one every IdleResync (policy selection also depends on KubeFedCluster
+	// labels).
+	resync := r.opts.ResyncPeriod
 	if len(rep.Recoveries) == 0 && !rep.Storm {
-		return ctrl.Result{RequeueAfter: next.idle(r.opts.IdleResync)}, nil
+		resync = r.opts.IdleResync
 	}
-	return ctrl.Result{RequeueAfter: next.get()}, nil
+	return ctrl.Result{RequeueAfter: next.After(now, 0, resync)}, nil
 }
 
 // load gathers the member's state from the member cache and the host.
@@ -178,6 +188,9 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 		v.vas[va.Spec.NodeName] = append(v.vas[va.Spec.NodeName], va)
 	}
 	v.machines = r.machines(ctx, cluster)
+	if v.machineOwners, err = r.machineOwners(ctx, v); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
@@ -214,22 +227,12 @@ func (r *Reconciler) policyFor(ctx context.Context, cluster string) (*kubefedv1b
 // entry (nil when there is nothing to report) and when to look again.
 func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", n.Name))
-	in := planInput{Node: n, Machine: v.machines[n.Name], ServerMajor: v.major, ServerMinor: v.minor,
-		Suspended: v.suspended, Hold: v.hold, Now: r.now()}
+	in := planInput{Node: n, Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
+		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: r.now()}
 	if v.policy != nil {
 		in.Policy = v.policy.Spec.NodeRecovery
 	}
 	p := decide(in)
-	if p.Step == stepDeleteMachine {
-		owner, err := r.machineOwner(ctx, in.Machine)
-		if err != nil {
-			return nil, 0, err
-		}
-		if owner != "" {
-			p.Step = stepNone
-			p.Message += "; Machine deletion not requested: remediated by " + owner
-		}
-	}
 	after, err := r.apply(ctx, v, n, &p)
 	if err != nil {
 		return nil, 0, err
@@ -315,36 +318,4 @@ func selectPolicy(policies []v1alpha1.FailoverPolicy, kfcLabels map[string]strin
 		return strings.Compare(a.Name, b.Name)
 	})
 	return cands[0]
-}
-
-// requeue keeps the earliest positive delay.
-type requeue struct {
-	resync time.Duration
-	d      time.Duration
-}
-
-func newRequeue(resync time.Duration) *requeue { return &requeue{resync: resync} }
-
-func (q *requeue) at(d time.Duration) {
-	if d > 0 && (q.d == 0 || d < q.d) {
-		q.d = d
-	}
-}
-
-// get is for members with a recovery going on: never later than resync, so
-// evidence that appears without an event we watch is still seen.
-func (q *requeue) get() time.Duration {
-	if q.d == 0 || q.d > q.resync {
-		return q.resync
-	}
-	return q.d
-}
-
-// idle is for quiet members: pending time-based transitions, else a slow
-// resync (policy selection also depends on KubeFedCluster labels).
-func (q *requeue) idle(resync time.Duration) time.Duration {
-	if q.d == 0 || q.d > resync {
-		return resync
-	}
-	return q.d
 }

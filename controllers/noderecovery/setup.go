@@ -23,6 +23,8 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/defaults"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // Options configure node recovery. Zero values take defaults.
@@ -43,24 +45,12 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.KubefedNamespace == "" {
-		o.KubefedNamespace = member.DefaultNamespace
-	}
-	if o.ResyncPeriod <= 0 {
-		o.ResyncPeriod = 15 * time.Second
-	}
-	if o.IdleResync <= 0 {
-		o.IdleResync = 2 * time.Minute
-	}
-	if o.StatusResync <= 0 {
-		o.StatusResync = time.Minute
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 5
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	defaults.String(&o.KubefedNamespace, member.DefaultNamespace)
+	defaults.Set(&o.ResyncPeriod, 15*time.Second)
+	defaults.Set(&o.IdleResync, 2*time.Minute)
+	defaults.Set(&o.StatusResync, time.Minute)
+	defaults.Set(&o.MaxConcurrentReconciles, 5)
+	defaults.Clock(&o.Now)
 	return o
 }
 
@@ -145,11 +135,11 @@ var nodeChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) || !o.DeletionTimestamp.Equal(n.DeletionTimestamp)
 }}
 
+// readyStatus is the Ready condition's status and transition time: a
+// flip, or a new spell of the same status, is news.
 func readyStatus(n *corev1.Node) string {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return string(c.Status) + c.LastTransitionTime.String()
-		}
+	if c := nodecond.Ready(n); c != nil {
+		return string(c.Status) + c.LastTransitionTime.String()
 	}
 	return ""
 }

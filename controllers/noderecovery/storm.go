@@ -11,6 +11,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // AnnotationStorm on the member's KubeFedCluster keeps the storm state
@@ -75,7 +76,7 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 			if l, _ := fencing.Lost(n, nr.NotReadyFor.Get(), now); l {
 				lost++
 			}
-			if !fencing.IsReady(n) {
+			if !nodecond.IsReady(n) {
 				notReady++
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -172,12 +171,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func earliest(ts ...time.Time) time.Time {
-	var out time.Time
-	for _, t := range ts {
-		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
-			out = t
-		}
-	}
-	return out
-}

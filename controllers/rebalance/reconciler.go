@@ -18,6 +18,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/planner"
+	"github.com/fedfailover/fedfailover/internal/wake"
 )
 
 // Reconciler manages one ReplicaSchedulingPreference per request.
@@ -161,7 +162,11 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	}
 	r.observeRecovery(mem, in, onset, now)
 	r.record(pol, rsp, res, m)
-	return requeueAt(now, earliest(requeue, res.RequeueAt), r.opts.Resync), nil
+	// A periodic resync catches what no watch reports (capacity estimates,
+	// kubefed status).
+	next := wake.Soonest{}
+	next.At(wake.Earliest(requeue, res.RequeueAt))
+	return ctrl.Result{RequeueAfter: next.After(now, minRequeue, r.opts.Resync)}, nil
 }
 
 // recordedMarks is the durable state: in dry-run the process memory (the
@@ -203,7 +208,7 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 		if a.Marks != (memberMarks{}) {
 			newMarks[name] = a.Marks
 		}
-		requeue = earliest(requeue, a.RequeueAt)
+		requeue = wake.Earliest(requeue, a.RequeueAt)
 		onset.add(a)
 	}
 	if len(newMarks) == 0 {
@@ -213,12 +218,5 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 	return in, requeue, onset, nil
 }
 
-// requeueAt turns a wake-up time into a result; a periodic resync catches
-// what no watch reports (capacity estimates, kubefed status).
-func requeueAt(now, at time.Time, resync time.Duration) ctrl.Result {
-	d := resync
-	if !at.IsZero() {
-		d = min(max(at.Sub(now), 100*time.Millisecond), resync)
-	}
-	return ctrl.Result{RequeueAfter: d}
-}
+// minRequeue keeps a transition that is already due from spinning.
+const minRequeue = 100 * time.Millisecond

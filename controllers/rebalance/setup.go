@@ -29,6 +29,8 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/defaults"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // +kubebuilder:rbac:groups=scheduling.kubefed.io,resources=replicaschedulingpreferences,verbs=get;list;watch;patch
@@ -52,18 +54,10 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.KubefedNamespace == "" {
-		o.KubefedNamespace = member.DefaultNamespace
-	}
-	if o.Resync <= 0 {
-		o.Resync = 30 * time.Second
-	}
-	if o.MaxConcurrentReconciles <= 0 {
-		o.MaxConcurrentReconciles = 4
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	defaults.String(&o.KubefedNamespace, member.DefaultNamespace)
+	defaults.Set(&o.Resync, 30*time.Second)
+	defaults.Set(&o.MaxConcurrentReconciles, 4)
+	defaults.Clock(&o.Now)
 	return o
 }
 
@@ -209,16 +203,8 @@ var nodeCapacityChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 	if !okO || !okN {
 		return true
 	}
-	return nodeReady(o) != nodeReady(n) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
+	return nodecond.IsReady(o) != nodecond.IsReady(n) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
 		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
 }}
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // Eligible reports whether the scheduler could place a pod with this spec
@@ -20,7 +22,7 @@ func Eligible(node *corev1.Node, spec *corev1.PodSpec) (bool, string) {
 		spec = &corev1.PodSpec{}
 	}
 	switch {
-	case !nodeReady(node):
+	case !nodecond.IsReady(node):
 		return false, "NotReady"
 	case node.Spec.Unschedulable && !tolerates(spec.Tolerations, &corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}):
 		return false, "Unschedulable"
@@ -35,15 +37,6 @@ func Eligible(node *corev1.Node, spec *corev1.PodSpec) (bool, string) {
 		return false, "NodeAffinity"
 	}
 	return true, ""
-}
-
-func nodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // untoleratedTaint returns the first NoSchedule or NoExecute taint the pod

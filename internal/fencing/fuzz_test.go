@@ -10,6 +10,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 var (
@@ -80,7 +81,7 @@ func FuzzVerdict(f *testing.F) {
 		if again := Verdict(in); !reflect.DeepEqual(got, again) {
 			t.Fatalf("not deterministic: %+v vs %+v", got, again)
 		}
-		if IsReady(in.Node) && got.Fenced {
+		if nodecond.IsReady(in.Node) && got.Fenced {
 			t.Fatalf("Ready node fenced: %+v", got)
 		}
 		if got.Fenced != (len(got.Found) > 0) {

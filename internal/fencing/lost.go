@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // Lost reports whether node has had a Ready condition other than True for at
@@ -20,7 +22,7 @@ import (
 // becomes measurable soon. A nil node is not lost either: deleted nodes are
 // handled by the caller from its durable lost-since mark.
 func Lost(node *corev1.Node, notReadyFor time.Duration, now time.Time) (lost bool, since time.Time) {
-	ready := readyCondition(node)
+	ready := nodecond.Ready(node)
 	if ready == nil || ready.Status == corev1.ConditionTrue || ready.LastTransitionTime.IsZero() {
 		return false, time.Time{}
 	}
@@ -31,27 +33,10 @@ func Lost(node *corev1.Node, notReadyFor time.Duration, now time.Time) (lost boo
 // NotReadySince is when the node's Ready condition last left True; zero when
 // the node is Ready or reports no Ready condition.
 func NotReadySince(node *corev1.Node) time.Time {
-	ready := readyCondition(node)
+	ready := nodecond.Ready(node)
 	if ready == nil || ready.Status == corev1.ConditionTrue {
 		return time.Time{}
 	}
 	return ready.LastTransitionTime.Time
 }
 
-// IsReady reports whether node has a Ready condition with status True.
-func IsReady(node *corev1.Node) bool {
-	ready := readyCondition(node)
-	return ready != nil && ready.Status == corev1.ConditionTrue
-}
-
-func readyCondition(node *corev1.Node) *corev1.NodeCondition {
-	if node == nil {
-		return nil
-	}
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == corev1.NodeReady {
-			return &node.Status.Conditions[i]
-		}
-	}
-	return nil
-}

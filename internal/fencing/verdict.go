@@ -11,6 +11,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // EvidenceKind names one kind of proof that a lost node is off.
@@ -104,7 +105,7 @@ func (r Result) Message() string {
 // evidence says (a stale annotation or condition must not release the
 // volumes of a running node).
 func Verdict(in Input) Result {
-	if IsReady(in.Node) {
+	if nodecond.IsReady(in.Node) {
 		return Result{Reason: ReasonNodeReady, Missing: []string{"node is Ready"}}
 	}
 	if !anyEvidenceEnabled(in.Policy) {

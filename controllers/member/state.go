@@ -1,0 +1,117 @@
+package member
+
+import "time"
+
+// memberState is what the Cache knows of one KubeFedCluster. Only Cache
+// methods read or change it, under Cache.mu; the reconciler decides and
+// calls them (as cluster-api's clusterAccessor keeps its lockedState).
+type memberState struct {
+	conn            *connection // nil while not connected
+	fingerprint     string      // of the inputs conn was built from
+	token           string      // only to redact messages
+	reason, message string
+	lastProbe       time.Time
+	failures        int // consecutive failed probes of conn
+}
+
+// connState is the part of a member's state whose changes are reported
+// (log, event, metric, subscribers).
+type connState struct {
+	connected       bool
+	reason, message string
+}
+
+func (m *memberState) snapshot() connState {
+	return connState{connected: m.conn != nil, reason: m.reason, message: m.message}
+}
+
+// changed is true when subscribers must hear about the transition.
+func (s connState) changed(prev connState) bool {
+	return s.connected != prev.connected || s.reason != prev.reason
+}
+
+// state returns a copy of the member's state (zero if unknown).
+func (c *Cache) state(cluster string) memberState {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if m, ok := c.members[cluster]; ok {
+		return *m
+	}
+	return memberState{}
+}
+
+func (c *Cache) stateLocked(cluster string) *memberState {
+	m, ok := c.members[cluster]
+	if !ok {
+		m = &memberState{reason: ReasonPending}
+		c.members[cluster] = m
+	}
+	return m
+}
+
+// setConnected installs a new connection. After the Cache stopped it is
+// refused (ok false) and the caller must stop conn.
+func (c *Cache) setConnected(cluster string, conn *connection, fingerprint, token, message string) (prev, next connState, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return connState{}, connState{}, false
+	}
+	m := c.stateLocked(cluster)
+	prev = m.snapshot()
+	m.conn, m.fingerprint, m.token = conn, fingerprint, token
+	m.failures, m.lastProbe = 0, c.now()
+	m.reason, m.message = ReasonConnected, message
+	return prev, m.snapshot(), true
+}
+
+// setDisconnected records why the member is not connected and stops its
+// connection, if any, outside the lock. It returns whether one was stopped.
+func (c *Cache) setDisconnected(cluster, reason, message string) (prev, next connState, stopped bool) {
+	c.mu.Lock()
+	m := c.stateLocked(cluster)
+	prev = m.snapshot()
+	conn := m.conn
+	m.reason, m.message, m.failures = reason, redact(message, m.token), 0
+	m.conn, m.fingerprint, m.token = nil, "", ""
+	next = m.snapshot()
+	c.mu.Unlock()
+	if conn != nil {
+		conn.stop()
+	}
+	return prev, next, conn != nil
+}
+
+// forget drops a member that left the federation and stops its connection.
+// known is false when the Cache never heard of it.
+func (c *Cache) forget(cluster string) (known, wasConnected bool) {
+	c.mu.Lock()
+	m, ok := c.members[cluster]
+	delete(c.members, cluster)
+	c.mu.Unlock()
+	if !ok {
+		return false, false
+	}
+	if m.conn != nil {
+		m.conn.stop()
+	}
+	return true, m.conn != nil
+}
+
+// probeSucceeded and probeFailed record a probe of conn; a concurrent
+// teardown or reconnect wins (the probe was of a connection now gone).
+func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time, message string) {
+	c.update(cluster, conn, func(s *memberState) { s.lastProbe, s.failures, s.message = at, 0, message })
+}
+
+func (c *Cache) probeFailed(cluster string, conn *connection, at time.Time, failures int) {
+	c.update(cluster, conn, func(s *memberState) { s.lastProbe, s.failures = at, failures })
+}
+
+func (c *Cache) update(cluster string, conn *connection, f func(*memberState)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.members[cluster]; ok && m.conn == conn {
+		f(m)
+	}
+}

@@ -57,23 +57,23 @@ type Reconciler struct {
 
 // memberView is what one pass reads about a member.
 type memberView struct {
-	cluster   string
-	client    client.Client
-	kfc       *kubefedv1beta1.KubeFedCluster
-	policy    *v1alpha1.FailoverPolicy // nil: no policy with node recovery on
-	nodes     []*corev1.Node
-	pods      map[string][]*corev1.Pod // by node
-	vas       map[string][]*storagev1.VolumeAttachment
-	byClaim   map[string][]*corev1.Pod
-	machines  map[string]*clusterv1.Machine
+	cluster  string
+	client   client.Client
+	kfc      *kubefedv1beta1.KubeFedCluster
+	policy   *v1alpha1.FailoverPolicy // nil: no policy with node recovery on
+	nodes    []*corev1.Node
+	pods     map[string][]*corev1.Pod // by node
+	vas      map[string][]*storagev1.VolumeAttachment
+	byClaim  map[string][]*corev1.Pod
+	machines map[string]*clusterv1.Machine
 	// machineOwners names, by node, who already remediates its Machine (see
 	// machineOwner); gathered only when the policy may request deletion.
 	machineOwners map[string]string
-	scope     podScope
-	major     int
-	minor     int
-	suspended bool
-	hold      string // why new recoveries wait (see planInput.Hold)
+	scope         podScope
+	major         int
+	minor         int
+	suspended     bool
+	hold          string // why new recoveries wait (see planInput.Hold)
 }
 
 // Reconcile runs one node recovery pass over a member.

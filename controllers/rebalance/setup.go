@@ -207,4 +207,3 @@ var nodeCapacityChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
 }}
-

@@ -39,4 +39,3 @@ func NotReadySince(node *corev1.Node) time.Time {
 	}
 	return ready.LastTransitionTime.Time
 }
-

@@ -46,7 +46,7 @@ import (
 type Reconciler struct {
 	host      client.Client
 	apiReader client.Reader
-	members   *member.Cache
+	members   memberAccess
 	recorder  recorder.EventRecorder
 	store     *store
 	opts      Options

@@ -1,0 +1,369 @@
+package noderecovery
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/version"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// fakeMembers is one connected member backed by a fake client: the apply
+// steps' writes land in it and the test reads them back.
+type fakeMembers struct {
+	name     string
+	client   client.Client
+	machines map[string]*clusterv1.Machine
+}
+
+func (f *fakeMembers) GetClient(_ context.Context, cluster string) (client.Client, error) {
+	if cluster != f.name {
+		return nil, &member.NotConnectedError{Cluster: cluster, Reason: "not a joined member"}
+	}
+	return f.client, nil
+}
+
+func (f *fakeMembers) ServerVersion(string) (*version.Info, error) {
+	return &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}, nil
+}
+
+func (f *fakeMembers) MachinesByNode(context.Context, string) (map[string]*clusterv1.Machine, error) {
+	if f.machines == nil {
+		return nil, member.ErrNoCAPICluster
+	}
+	return f.machines, nil
+}
+
+func (f *fakeMembers) Watch(context.Context, string, member.WatchInput) error { return nil }
+func (f *fakeMembers) ConnectedClusters() []string                            { return []string{f.name} }
+
+// recoveryWorld is a host (policy, KubeFedCluster) and one member with a
+// StatefulSet-like pod db-0 whose claim data-db-0 is bound to pv-db-0 and
+// attached to node n1. n2 is a healthy node for the replacement.
+type recoveryWorld struct {
+	t      *testing.T
+	r      *Reconciler
+	host   client.Client
+	member client.Client
+	now    time.Time
+}
+
+func newRecoveryWorld(t *testing.T, spec *v1alpha1.NodeRecoverySpec, dryRun bool, machine *clusterv1.Machine, memberObjs ...client.Object) *recoveryWorld {
+	t.Helper()
+	hs, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.MaxUnhealthy == nil {
+		all := intstr.FromString("100%") // these tests are not about the storm guard
+		spec.MaxUnhealthy = &all
+	}
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
+		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: spec, DryRun: dryRun}}
+	kfc := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Name: "member1", Namespace: member.DefaultNamespace}}
+	host := fake.NewClientBuilder().WithScheme(hs).WithObjects(pol, kfc).WithStatusSubresource(pol).Build()
+	mc := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(memberObjs...).Build()
+	w := &recoveryWorld{t: t, host: host, member: mc, now: t0}
+	fm := &fakeMembers{name: "member1", client: mc}
+	if machine != nil {
+		fm.machines = map[string]*clusterv1.Machine{machine.Status.NodeRef.Name: machine}
+	}
+	w.r = &Reconciler{host: host, apiReader: host, members: fm, recorder: events.NewFakeRecorder(1000),
+		store: newStore(), opts: Options{}.withDefaults(), capi: true, now: func() time.Time { return w.now }}
+	return w
+}
+
+// pass runs one Reconcile of the member and fails the test on error.
+func (w *recoveryWorld) pass() ctrl.Result {
+	w.t.Helper()
+	res, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "member1"}})
+	if err != nil {
+		w.t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+func (w *recoveryWorld) node(name string) *corev1.Node {
+	w.t.Helper()
+	n := &corev1.Node{}
+	if err := w.member.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+		w.t.Fatalf("getting node %s: %v", name, err)
+	}
+	return n
+}
+
+func (w *recoveryWorld) exists(obj client.Object, key client.ObjectKey) bool {
+	w.t.Helper()
+	err := w.member.Get(context.Background(), key, obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.t.Fatalf("getting %s: %v", key, err)
+	}
+	return err == nil
+}
+
+func (w *recoveryWorld) recoveries() []v1alpha1.NodeRecoveryStatus {
+	reps, _ := w.r.store.snapshot("p")
+	return reps["member1"].Recoveries
+}
+
+func lostNode(name string, since time.Time) *corev1.Node {
+	n := node(corev1.ConditionUnknown, since, nil)
+	n.Name, n.UID = name, types.UID("uid-"+name)
+	return n
+}
+
+func readyNode(name string) *corev1.Node {
+	n := node(corev1.ConditionTrue, t0.Add(-time.Hour), nil)
+	n.Name, n.UID = name, types.UID("uid-"+name)
+	return n
+}
+
+func claimPod(name, nodeName, claim string, ready bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name + "-" + nodeName)},
+		Spec: corev1.PodSpec{NodeName: nodeName, Volumes: []corev1.Volume{{Name: "data",
+			VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
+	if ready {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	return p
+}
+
+func boundClaim(name, pv string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv}}
+}
+
+func attachment(name, pv, nodeName string, attached bool) *storagev1.VolumeAttachment {
+	return &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: "csi.lab", NodeName: nodeName,
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
+		Status: storagev1.VolumeAttachmentStatus{Attached: attached}}
+}
+
+func hasOutOfServiceTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t == OutOfServiceTaint {
+			return true
+		}
+	}
+	return false
+}
+
+func methodPolicy(m v1alpha1.RecoveryMethod) *v1alpha1.NodeRecoverySpec {
+	return policy(func(p *v1alpha1.NodeRecoverySpec) { p.Method = m })
+}
+
+// TestTaintMethodRecoversAndCleansUp follows one recovery through act,
+// forceDelete, track and cleanup: the fenced node is tainted and marked, its
+// pod force-deleted, the replacement tracked until its volume is attached
+// elsewhere, and taint and marks removed once the node is Ready again.
+func TestTaintMethodRecoversAndCleansUp(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	ctx := context.Background()
+
+	w.pass()
+	n1 := w.node("n1")
+	if !hasOutOfServiceTaint(n1) {
+		t.Fatalf("n1 taints = %v, want the out-of-service taint", n1.Spec.Taints)
+	}
+	m := readMarks(n1)
+	if m.Action != v1alpha1.RecoveryMethodOutOfServiceTaint || !m.TaintedByUs || len(m.Claims) != 1 || m.Claims[0] != "default/data-db-0" {
+		t.Fatalf("marks = %+v, want OutOfServiceTaint by us tracking default/data-db-0", m)
+	}
+	if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("pod db-0 of the fenced node was not force-deleted")
+	}
+	if !w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
+		t.Fatal("with the taint method the attachment is left to the attach-detach controller, but it was deleted")
+	}
+	if rec := w.recoveries(); len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseRecovering {
+		t.Fatalf("recoveries = %+v, want one Recovering", rec)
+	}
+
+	// The replacement runs on n2 but its volume is still attached to n1: not done.
+	if err := w.member.Create(ctx, claimPod("db-0", "n2", "data-db-0", true)); err != nil {
+		t.Fatal(err)
+	}
+	w.now = w.now.Add(5 * time.Second)
+	w.pass()
+	if m := readMarks(w.node("n1")); !m.RecoveredAt.IsZero() {
+		t.Fatal("recovered while the volume is still attached to the fenced node")
+	}
+	// Detached from n1, attached to n2: recovered.
+	if err := w.member.Delete(ctx, attachment("va-n1", "pv-db-0", "n1", true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.member.Create(ctx, attachment("va-n2", "pv-db-0", "n2", true)); err != nil {
+		t.Fatal(err)
+	}
+	w.pass()
+	if m := readMarks(w.node("n1")); m.RecoveredAt.IsZero() {
+		t.Fatalf("not marked recovered; recoveries %+v", w.recoveries())
+	}
+	if rec := w.recoveries(); len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseRecovered {
+		t.Fatalf("recoveries = %+v, want one Recovered", rec)
+	}
+
+	// The node comes back: our taint and every mark go.
+	n1 = w.node("n1")
+	n1.Status.Conditions[0].Status, n1.Status.Conditions[0].LastTransitionTime = corev1.ConditionTrue, metav1.NewTime(w.now)
+	if err := w.member.Status().Update(ctx, n1); err != nil {
+		t.Fatal(err)
+	}
+	w.pass()
+	n1 = w.node("n1")
+	if hasOutOfServiceTaint(n1) || hasAnyMark(n1) {
+		t.Fatalf("after return: taints %v annotations %v, want neither ours", n1.Spec.Taints, n1.Annotations)
+	}
+}
+
+// TestForceDeleteMethodDeletesPodsThenAttachments: without the taint, pods
+// go first and the attachments of the fenced node follow once no remaining
+// pod on it uses their volume.
+func TestForceDeleteMethodDeletesPodsThenAttachments(t *testing.T) {
+	keepPod := claimPod("other", "n1", "data-other", true)
+	keepPod.Namespace = "kube-system" // out of the policy's pod scope
+	w := newRecoveryWorld(t, policy(func(p *v1alpha1.NodeRecoverySpec) {
+		p.Method = v1alpha1.RecoveryMethodForceDelete
+		p.Pods.Namespaces = []string{"default"}
+	}), false, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-db", "pv-db-0", "n1", true),
+		keepPod, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-other", Namespace: "kube-system"},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-other"}}, attachment("va-other", "pv-other", "n1", true))
+
+	res := w.pass()
+	if hasOutOfServiceTaint(w.node("n1")) {
+		t.Fatal("ForceDelete method tainted the node")
+	}
+	if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("in-scope pod not force-deleted")
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "kube-system", Name: "other"}) {
+		t.Fatal("out-of-scope pod was deleted")
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > forceDeleteRecheck {
+		t.Fatalf("RequeueAfter = %v, want a quick recheck (≤ %v) after deleting pods", res.RequeueAfter, forceDeleteRecheck)
+	}
+	w.now = w.now.Add(time.Second)
+	w.pass()
+	if w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-db"}) {
+		t.Fatal("attachment of the deleted pod's volume was not deleted")
+	}
+	if !w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-other"}) {
+		t.Fatal("attachment still used by a pod on the node was deleted")
+	}
+}
+
+// TestNoEvidenceNoWrite: a lost node whose Machine is alive is Blocked, and
+// nothing of the member is changed.
+func TestNoEvidenceNoWrite(t *testing.T) {
+	w := newRecoveryWorld(t, policy(), false, livingMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	before := w.node("n1").ResourceVersion
+	w.pass()
+	if rv := w.node("n1").ResourceVersion; rv != before {
+		t.Fatalf("node written without evidence (resourceVersion %s → %s)", before, rv)
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) ||
+		!w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
+		t.Fatal("pod or attachment deleted without fencing evidence")
+	}
+	if rec := w.recoveries(); len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked {
+		t.Fatalf("recoveries = %+v, want one Blocked", rec)
+	}
+}
+
+// TestDryRunChangesNothingInTheMember decides and reports, but writes
+// nothing to the member's Node, Pods or VolumeAttachments.
+func TestDryRunChangesNothingInTheMember(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), true, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	before := w.node("n1").ResourceVersion
+	w.pass()
+	w.pass()
+	if rv := w.node("n1").ResourceVersion; rv != before {
+		t.Fatalf("dry run wrote the node (resourceVersion %s → %s)", before, rv)
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) ||
+		!w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
+		t.Fatal("dry run deleted a pod or an attachment")
+	}
+	_, decisions := w.r.store.snapshot("p")
+	if len(decisions) == 0 || !decisions[0].DryRun || decisions[0].Reason != ReasonWouldRecover {
+		t.Fatalf("decisions = %+v, want a dry-run %s", decisions, ReasonWouldRecover)
+	}
+}
+
+// TestOrphanNode: a deleted Node's pods and attachments are force-deleted
+// only with fencing evidence from its Machine.
+func TestOrphanNode(t *testing.T) {
+	objs := func() []client.Object {
+		return []client.Object{readyNode("n2"), claimPod("db-0", "gone", "data-db-0", true),
+			boundClaim("data-db-0", "pv-db-0"), attachment("va-gone", "pv-db-0", "gone", true)}
+	}
+	machine := func(m *clusterv1.Machine) *clusterv1.Machine {
+		m.Status.NodeRef.Name = "gone"
+		return m
+	}
+	t.Run("infrastructure gone", func(t *testing.T) {
+		w := newRecoveryWorld(t, policy(), false, machine(deletedMachine()), objs()...)
+		w.pass()
+		if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+			t.Fatal("pod of the deleted, fenced node not force-deleted")
+		}
+		w.pass()
+		if w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-gone"}) {
+			t.Fatal("attachment of the deleted, fenced node not deleted")
+		}
+	})
+	t.Run("machine alive", func(t *testing.T) {
+		w := newRecoveryWorld(t, policy(), false, machine(livingMachine()), objs()...)
+		w.pass()
+		w.pass()
+		if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) ||
+			!w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-gone"}) {
+			t.Fatal("pod or attachment of a deleted node deleted without evidence")
+		}
+		rec := w.recoveries()
+		if len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked || rec[0].Node != "gone" {
+			t.Fatalf("recoveries = %+v, want node gone Blocked", rec)
+		}
+	})
+}
+
+// TestMemberNotConnected: a pass over a member the cache cannot reach waits
+// for the connect event instead of failing.
+func TestMemberNotConnected(t *testing.T) {
+	w := newRecoveryWorld(t, policy(), false, nil)
+	res, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "member2"}})
+	if err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("Reconcile(not connected) = %+v, %v; want no error and no requeue", res, err)
+	}
+	if _, err := w.r.members.GetClient(context.Background(), "member2"); !errors.Is(err, member.ErrNotConnected) {
+		t.Fatalf("fake returns %v, want ErrNotConnected", err)
+	}
+}

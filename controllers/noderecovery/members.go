@@ -1,0 +1,23 @@
+package noderecovery
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/version"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+)
+
+// memberAccess is what node recovery uses of the member cache: a
+// *member.Cache in production, a fake in unit tests of the apply steps.
+type memberAccess interface {
+	GetClient(ctx context.Context, cluster string) (client.Client, error)
+	ServerVersion(cluster string) (*version.Info, error)
+	MachinesByNode(ctx context.Context, cluster string) (map[string]*clusterv1.Machine, error)
+	Watch(ctx context.Context, cluster string, in member.WatchInput) error
+	ConnectedClusters() []string
+}
+
+var _ memberAccess = (*member.Cache)(nil)

@@ -211,6 +211,18 @@ type RebalanceSpec struct {
 	// +optional
 	// +kubebuilder:default="30s"
 	MinInterval Duration `json:"minInterval,omitempty"`
+
+	// MaxFailedMembers is the federation guard: while more of the selected
+	// members than this (a count, or a percentage of them) look failed at
+	// once, no RSP is changed at all. Many members failing together is more
+	// likely a problem of fedfailover's own view (its network, its
+	// credentials) than many dead clusters, and kubefed alone then does
+	// better than any shift.
+	// +optional
+	// +kubebuilder:default="50%"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
+	MaxFailedMembers *intstr.IntOrString `json:"maxFailedMembers,omitempty"`
 }
 
 // FailbackSpec controls how replicas return to a recovered member.

@@ -132,6 +132,14 @@ func (c *Cache) Connected(cluster string) bool {
 	return err == nil
 }
 
+// EverConnected reports whether this process has connected to the member
+// at least once. Until then a member that cannot be reached is unknown, not
+// failed: right after a start (or while a first list is slow) fedfailover's
+// own view proves nothing about it.
+func (c *Cache) EverConnected(cluster string) bool {
+	return c.state(cluster).connectedOnce
+}
+
 // ConnectedClusters lists the connected members, sorted.
 func (c *Cache) ConnectedClusters() []string {
 	c.mu.RLock()

@@ -11,7 +11,8 @@ type memberState struct {
 	token           string      // only to redact messages
 	reason, message string
 	lastProbe       time.Time
-	failures        int // consecutive failed probes of conn
+	failures        int  // consecutive failed probes of conn
+	connectedOnce   bool // by this process: before that, nothing is known of the member
 }
 
 // connState is the part of a member's state whose changes are reported
@@ -59,7 +60,7 @@ func (c *Cache) setConnected(cluster string, conn *connection, fingerprint, toke
 	}
 	m := c.stateLocked(cluster)
 	prev = m.snapshot()
-	m.conn, m.fingerprint, m.token = conn, fingerprint, token
+	m.conn, m.fingerprint, m.token, m.connectedOnce = conn, fingerprint, token, true
 	m.failures, m.lastProbe = 0, c.now()
 	m.reason, m.message = ReasonConnected, message
 	return prev, m.snapshot(), true

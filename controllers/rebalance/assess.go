@@ -13,6 +13,12 @@ import (
 type observation struct {
 	// Healthy: connected and Ready in kubefed.
 	Healthy bool
+	// KubefedReady is kubefed's own verdict; with Healthy false it means
+	// only fedfailover sees the member failing.
+	KubefedReady bool
+	// Unknown: kubefed reports the member Ready and this process has never
+	// connected to it yet (startup grace): it keeps what it holds.
+	Unknown bool
 	// Running counts the workload's Running, Ready, non-terminating pods.
 	Running int64
 	// Fits is capacity.Fit's estimate for the workload's pod template.
@@ -39,6 +45,10 @@ type assessment struct {
 // the last bad one (the planner waits stabilizationWindow from there).
 func assess(obs observation, prev memberMarks, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
 	var a assessment
+	if obs.Unknown {
+		a.Member = planner.Member{State: planner.Healthy, KubefedReady: true}
+		return a
+	}
 	if !obs.Healthy {
 		since := timeOf(prev.FailingSince)
 		if since.IsZero() {
@@ -48,15 +58,15 @@ func assess(obs observation, prev memberMarks, spec v1alpha1.RebalanceSpec, now 
 		failAt := timeOf(a.Marks.FailingSince).Add(spec.ClusterFailedAfter.Get())
 		if now.Before(failAt) {
 			// Not failed yet: it keeps what it holds (no room, nothing known).
-			a.Member = planner.Member{State: planner.Healthy}
+			a.Member = planner.Member{State: planner.Healthy, KubefedReady: obs.KubefedReady}
 			a.RequeueAt = failAt
 			return a
 		}
-		a.Member = planner.Member{State: planner.Failed}
+		a.Member = planner.Member{State: planner.Failed, KubefedReady: obs.KubefedReady}
 		a.Since = timeOf(a.Marks.FailingSince)
 		return a
 	}
-	a.Member = planner.Member{State: planner.Healthy, Running: obs.Running, Fits: max(obs.Fits, 0)}
+	a.Member = planner.Member{State: planner.Healthy, Running: obs.Running, Fits: max(obs.Fits, 0), KubefedReady: true}
 	if !obs.UnschedulableSince.IsZero() {
 		exhaustAt := obs.UnschedulableSince.Add(spec.CapacityExhaustedAfter.Get())
 		if now.Before(exhaustAt) {

@@ -112,8 +112,13 @@ func kubefedReady(k *kubefedv1beta1.KubeFedCluster) bool {
 // be read counts as unhealthy: its replicas move once that lasts
 // clusterFailedAfter.
 func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool, ns string, w workload) (observation, error) {
-	if !kubefedOK || !r.members.Connected(cluster) {
+	switch {
+	case !kubefedOK:
 		return observation{}, nil
+	case !r.members.Connected(cluster) && !r.members.EverConnected(cluster):
+		return observation{KubefedReady: true, Unknown: true}, nil
+	case !r.members.Connected(cluster):
+		return observation{KubefedReady: true}, nil
 	}
 	if err := r.ensureWatches(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
 		return observation{}, err
@@ -123,7 +128,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		// Unreadable counts as unhealthy: its replicas move once that lasts
 		// clusterFailedAfter.
 		ctrl.LoggerFrom(ctx).V(1).Info("Member unreadable; counted unhealthy", "error", err.Error())
-		return observation{}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
+		return observation{KubefedReady: true}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
 	}
 	var mine []corev1.Pod
 	for i := range pods.Items {
@@ -139,7 +144,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		}
 		metrics.MemberFreeCapacity.WithLabelValues(cluster, string(name)).Set(v)
 	}
-	return observation{Healthy: true, Running: runningPods(mine), Fits: est.Replicas,
+	return observation{Healthy: true, KubefedReady: true, Running: runningPods(mine), Fits: est.Replicas,
 		UnschedulableSince: unschedulableSince(mine)}, nil
 }
 

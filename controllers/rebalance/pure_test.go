@@ -32,6 +32,8 @@ func TestAssess(t *testing.T) {
 		marks     memberMarks
 		roomSince time.Time
 		requeue   time.Time
+		// kubefedReady is the planner's flag for a failure seen by fedfailover alone.
+		kubefedReady bool
 	}{
 		{name: "unhealthy first seen: not failed yet, timer starts",
 			obs: observation{}, now: t0, state: planner.Healthy,
@@ -54,6 +56,12 @@ func TestAssess(t *testing.T) {
 		{name: "unschedulable for capacityExhaustedAfter: exhausted",
 			obs: observation{Healthy: true, Running: 3, UnschedulableSince: t0}, now: t0.Add(5 * time.Second),
 			state: planner.Exhausted},
+		{name: "never connected by this process, kubefed Ready: unknown, no failing timer (startup grace)",
+			obs: observation{KubefedReady: true, Unknown: true}, prev: memberMarks{FailingSince: at(-time.Hour)}, now: t0,
+			state: planner.Healthy},
+		{name: "unreachable to fedfailover only: failed, but flagged as kubefed Ready",
+			obs: observation{KubefedReady: true}, prev: memberMarks{FailingSince: at(0)}, now: t0.Add(10 * time.Second),
+			state: planner.Failed, marks: memberMarks{FailingSince: at(0)}, kubefedReady: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,6 +77,9 @@ func TestAssess(t *testing.T) {
 			}
 			if !a.RequeueAt.Equal(c.requeue) {
 				t.Errorf("requeue %s, want %s", a.RequeueAt, c.requeue)
+			}
+			if c.state == planner.Failed && a.Member.KubefedReady != c.kubefedReady {
+				t.Errorf("kubefedReady %v, want %v", a.Member.KubefedReady, c.kubefedReady)
 			}
 			if c.state == planner.Healthy && c.obs.Healthy && a.Member.Running != c.obs.Running {
 				t.Errorf("running %d, want %d", a.Member.Running, c.obs.Running)

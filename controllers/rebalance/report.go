@@ -41,7 +41,8 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	}
 	ctrl.LoggerFrom(ctx).Info("Rebalance: "+msg, "reason", reason, "action", action)
 	evType := corev1.EventTypeNormal
-	if reason == planner.ReasonMemberFailed || reason == planner.ReasonCapacityExhausted || reason == planner.ReasonInsufficientCapacity {
+	switch reason {
+	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity:
 		evType = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)

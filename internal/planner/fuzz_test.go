@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 )
 
@@ -45,7 +46,8 @@ func fuzzInput(baseline, current, members uint64, total, currentTotal uint8, sin
 		if bits&3 == 3 {
 			continue // not a member
 		}
-		m := Member{State: fuzzStates[bits&3], Running: int64(bits >> 2 & 15), Fits: int64(bits >> 6 & 15)}
+		m := Member{State: fuzzStates[bits&3], Running: int64(bits >> 2 & 15), Fits: int64(bits >> 6 & 15),
+			KubefedReady: bits>>11&1 != 0}
 		if bits>>10&1 != 0 {
 			m.RoomSince = now.Add(-time.Duration(sinceRoom>>(4*uint(i))&15) * 20 * time.Second)
 		}
@@ -107,16 +109,38 @@ func checkConverges(t testing.TB, in Input) {
 	t.Fatalf("no stable placement after 200 plans from %+v", in)
 }
 
-// checkInvariants holds for every plan: no negatives, min <= max, failed
-// members get nothing, the written preferences produce the reported
-// placement, and a change never places fewer than min(total, room).
+// checkInvariants holds for every plan: no negatives, min <= max, the
+// federation guard changes nothing, a change gives failed members nothing
+// (members failed to fedfailover alone at most what they hold), the written
+// preferences produce the reported placement, and a change never places
+// fewer than min(total, room).
 func checkInvariants(t testing.TB, in Input, got Result) {
 	t.Helper()
 	var names []string
-	for n := range in.Members {
+	var failed int
+	for n, m := range in.Members {
+		if n == Wildcard {
+			continue
+		}
 		names = append(names, n)
+		if m.State == Failed {
+			failed++
+		}
 	}
 	slices.Sort(names)
+	guard := intstr.FromString("50%")
+	if in.Spec.MaxFailedMembers != nil {
+		guard = *in.Spec.MaxFailedMembers
+	}
+	limit, _ := intstr.GetScaledValueFromIntOrPercent(&guard, len(names), false)
+	if failed > limit && (got.Changed || got.Reason != ReasonTooManyMembersFailed) {
+		t.Fatalf("%d of %d members failed: want the guard to keep the RSP, got %+v", failed, len(names), got)
+	}
+	current := distribute(max(int64(in.CurrentTotalReplicas), int64(max(in.TotalReplicas, 0))), names,
+		func(n string) bounds { return boundsOf(in.Current, n) })
+	if in.CurrentTotalReplicas == 0 {
+		current = distribute(int64(max(in.TotalReplicas, 0)), names, func(n string) bounds { return boundsOf(in.Current, n) })
+	}
 	if got.TotalReplicas < 0 {
 		t.Fatalf("negative total %d", got.TotalReplicas)
 	}
@@ -135,11 +159,15 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 		}
 		placedSum += got.Placement[n]
 		if m.State == Failed {
-			if got.Placement[n] != 0 {
-				t.Fatalf("failed member %s placed %d", n, got.Placement[n])
+			if !got.Changed {
+				continue
 			}
-			if p := got.Clusters[n]; got.Changed && (p.Weight != 0 || p.MaxReplicas == nil || *p.MaxReplicas != 0) {
-				t.Fatalf("failed member %s written %+v", n, p)
+			limit := int64(0)
+			if m.KubefedReady {
+				limit = current[n]
+			}
+			if got.Placement[n] > limit {
+				t.Fatalf("failed member %s (kubefed Ready %v) placed %d, at most %d", n, m.KubefedReady, got.Placement[n], limit)
 			}
 			continue
 		}

@@ -14,6 +14,7 @@ func (p *planning) idealPlacement() (map[string]int64, int64) {
 	left := p.total - sum(ideal)
 	left -= p.spill(ideal, left, p.filter(avail, p.stable))
 	left -= p.spill(ideal, left, avail)
+	left -= p.keepUnconfirmed(ideal, left)
 	left -= p.keepOverflow(ideal, left, avail)
 	p.spreadUnbounded(ideal, left, avail)
 	var withinRoom int64

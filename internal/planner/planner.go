@@ -36,6 +36,10 @@ type Member struct {
 	// RoomSince is since when the member has been Healthy with room; zero
 	// when it is not. Failback waits for it to be stabilizationWindow old.
 	RoomSince time.Time
+	// KubefedReady is kubefed's own health verdict of the member. A member
+	// Failed to fedfailover but Ready to kubefed may be alive: fedfailover
+	// alone cannot reach it, so its replicas leave only for room elsewhere.
+	KubefedReady bool
 }
 
 // Input is everything one planning decision depends on.
@@ -72,6 +76,14 @@ const (
 	ReasonStabilizing          = "Stabilizing"
 	ReasonBalanced             = "Balanced"
 	ReasonNoMembers            = "NoMembers"
+	// ReasonTooManyMembersFailed: the federation guard holds every shift.
+	ReasonTooManyMembersFailed = "TooManyMembersFailed"
+	// ReasonNoCapacityAnywhere: the plan would leave no replica runnable;
+	// what kubefed has is kept.
+	ReasonNoCapacityAnywhere = "NoCapacityAnywhere"
+	// ReasonMemberUnreachable: replicas leave members that only fedfailover
+	// sees failed (kubefed reports them Ready), as far as room elsewhere goes.
+	ReasonMemberUnreachable = "MemberUnreachable"
 )
 
 // Result is the plan to write to the RSP.
@@ -114,9 +126,15 @@ func Plan(in Input) Result {
 	if len(p.names) == 0 {
 		return p.keep(ReasonNoMembers, time.Time{})
 	}
+	if p.tooManyFailed() {
+		return p.keep(ReasonTooManyMembersFailed, time.Time{})
+	}
+	if p.total > 0 && p.runnable(p.ideal) == 0 {
+		return p.keep(ReasonNoCapacityAnywhere, time.Time{})
+	}
 	switch {
 	case p.failedHoldsReplicas():
-		return p.result(p.ideal, p.total, ReasonMemberFailed)
+		return p.result(p.ideal, p.total, p.failureReason())
 	case p.now.Before(p.lastChange.Add(p.minInterval)):
 		if p.settled() {
 			return p.keep(p.settledReason())

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -46,6 +47,16 @@ func recovering(running, fits int64, since time.Duration) Member {
 
 func failed() Member { return Member{State: Failed} }
 
+// unreachable is failed to fedfailover while kubefed reports it Ready.
+func unreachable() Member { return Member{State: Failed, KubefedReady: true} }
+
+func guardOff() v1alpha1.RebalanceSpec {
+	s := spec(false)
+	all := intstr.FromString("100%")
+	s.MaxFailedMembers = &all
+	return s
+}
+
 func exhausted(running, fits int64) Member {
 	return Member{State: Exhausted, Running: running, Fits: fits}
 }
@@ -84,11 +95,30 @@ func TestPlan(t *testing.T) {
 				TotalReplicas: 10, Members: map[string]Member{"a": healthy(5, 20), "b": failed()}},
 			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
 			wantPlacement: map[string]int64{"a": 10, "b": 0}, wantTotal: 10},
-		{name: "every member failed: all zero, all unplaced",
+		// Before the federation guard this pinned every member to zero: the
+		// whole workload gone because fedfailover could reach no member.
+		{name: "every member failed: the federation guard keeps what kubefed has",
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
 				Members: map[string]Member{"a": failed(), "b": failed(), "c": failed()}},
-			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
-			wantPlacement: map[string]int64{"a": 0, "b": 0, "c": 0}, wantTotal: 9, wantClusters: pins(0, 0, 0)},
+			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "two of three failed: more than half, guard holds",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
+				Members: map[string]Member{"a": failed(), "b": failed(), "c": healthy(3, 20)}},
+			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "every member failed, guard off: still never a placement nothing can run",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9, Spec: guardOff(),
+				Members: map[string]Member{"a": failed(), "b": failed(), "c": failed()}},
+			wantReason: ReasonNoCapacityAnywhere, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "member failed to fedfailover only, room elsewhere: moves",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
+				Members: map[string]Member{"a": unreachable(), "b": healthy(3, 10)}},
+			wantReason: ReasonMemberUnreachable, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 0, "b": 6}, wantTotal: 6},
+		{name: "member failed to fedfailover only, one slot elsewhere: the rest stays",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
+				Members: map[string]Member{"a": unreachable(), "b": healthy(3, 1)}},
+			wantReason: ReasonMemberUnreachable, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 2, "b": 4}, wantTotal: 6},
 		{name: "exhausted member capped at running plus fits, rest by weight",
 			in: Input{Baseline: prefsMap{"a": w(2), "b": w(1)}, Current: prefsMap{"a": w(2), "b": w(1)}, TotalReplicas: 9,
 				Members: map[string]Member{"a": exhausted(4, 0), "b": healthy(3, 10)}},

@@ -1,0 +1,79 @@
+package planner
+
+import "k8s.io/apimachinery/pkg/util/intstr"
+
+// The rules that keep a plan never worse than kubefed alone (docs/safety.md,
+// section rebalance).
+
+// tooManyFailed is the federation guard: more members Failed than
+// maxFailedMembers (default half of them, rounded down) means no shift.
+func (p *planning) tooManyFailed() bool {
+	var failed int
+	for _, n := range p.names {
+		if p.failed(n) {
+			failed++
+		}
+	}
+	return failed > 0 && failed > p.maxFailed()
+}
+
+func (p *planning) maxFailed() int {
+	limit := intstr.FromString("50%")
+	if p.in.Spec.MaxFailedMembers != nil {
+		limit = *p.in.Spec.MaxFailedMembers
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&limit, len(p.names), false)
+	if err != nil {
+		return len(p.names) / 2 // admission validates the value; stay at the default
+	}
+	return n
+}
+
+// runnable is how many replicas of a placement members can run: within
+// the room of members not failed, plus what members seen failed by
+// fedfailover alone hold (they may well run them; kubefed would keep them).
+func (p *planning) runnable(placement map[string]int64) int64 {
+	var n int64
+	for _, name := range p.names {
+		switch {
+		case p.unconfirmedFailure(name):
+			n += min(placement[name], p.current[name])
+		case !p.failed(name):
+			n += min(placement[name], p.room(name))
+		}
+	}
+	return n
+}
+
+// unconfirmedFailure: fedfailover sees the member failed, kubefed does not.
+func (p *planning) unconfirmedFailure(n string) bool {
+	return p.failed(n) && p.member(n).KubefedReady
+}
+
+// keepUnconfirmed leaves on members seen failed by fedfailover alone the
+// replicas that fit nowhere else (up to what each holds): moving them
+// would turn running replicas into Pending ones, which kubefed alone would
+// not do. It returns how many it kept.
+func (p *planning) keepUnconfirmed(ideal map[string]int64, left int64) int64 {
+	var kept int64
+	for _, n := range p.names {
+		if !p.unconfirmedFailure(n) || left-kept <= 0 {
+			continue
+		}
+		give := min(p.current[n], left-kept)
+		ideal[n] += give
+		kept += give
+	}
+	return kept
+}
+
+// failureReason names a move off failed members: MemberUnreachable when
+// every failed member holding replicas is one only fedfailover sees failed.
+func (p *planning) failureReason() string {
+	for _, n := range p.names {
+		if p.failed(n) && p.current[n] > 0 && !p.member(n).KubefedReady {
+			return ReasonMemberFailed
+		}
+	}
+	return ReasonMemberUnreachable
+}

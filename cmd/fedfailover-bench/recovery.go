@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/bench"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/lab"
 	"github.com/fedfailover/fedfailover/internal/operator"
 )
@@ -490,7 +490,7 @@ func (b *rcBench) waitClean(ctx context.Context) error {
 			if lab.NodeReadyStatus(n) != corev1.ConditionTrue || rcHasOOSTaint(n) {
 				return false, fmt.Sprintf("%s Ready=%s taints=%v", n.Name, lab.NodeReadyStatus(n), n.Spec.Taints), nil
 			}
-			if _, marked := n.Annotations[noderecovery.AnnotationAction]; marked {
+			if contract.HasNodeMarks(n.Annotations) {
 				return false, fmt.Sprintf("%s still marked %v", n.Name, n.Annotations), nil
 			}
 		}
@@ -537,9 +537,9 @@ func (b *rcBench) run(ctx context.Context, i int) (r rcRun, err error) {
 			}
 			if rcHasOOSTaint(n) && tainted.IsZero() {
 				tainted = time.Now()
-				if at, err := time.Parse(time.RFC3339, n.Annotations[noderecovery.AnnotationFencedAt]); err == nil {
-					r.FencedAtMark = n.Annotations[noderecovery.AnnotationFencedAt]
-					r.FencedMarkSeconds = ptr.To(rcRound3(at.Sub(powerOff).Seconds()))
+				if m, err := contract.DecodeNodeMarks(n.Annotations); err == nil && !m.FencedAt.IsZero() {
+					r.FencedAtMark = n.Annotations[contract.AnnotationFencedAt]
+					r.FencedMarkSeconds = ptr.To(rcRound3(m.FencedAt.Sub(powerOff).Seconds()))
 				}
 			}
 		}

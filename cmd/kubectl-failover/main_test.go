@@ -24,8 +24,8 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/cli"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/paths"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/internal/testenv"
@@ -295,7 +295,7 @@ func seedHost(t *testing.T, c client.Client) {
 	seedClusters(t, c)
 	four, zero := int64(4), int64(0)
 	create(t, c, &fedschedv1a1.ReplicaSchedulingPreference{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", Annotations: map[string]string{rebalance.AnnotationState: webState}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", Annotations: map[string]string{contract.AnnotationRebalance: webState}},
 		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 4,
 			Clusters: map[string]fedschedv1a1.ClusterPreferences{"member1": {MinReplicas: 4, MaxReplicas: &four, Weight: 4},
 				"member2": {MaxReplicas: &zero}}},

@@ -2,6 +2,7 @@ package member
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fedfailover/fedfailover/internal/capacity"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -274,7 +276,7 @@ func TestTransformNodeKeepsWhatDecisionsUse(t *testing.T) {
 		func(*corev1.Node) {},
 		func(n *corev1.Node) { // lost, marked, tainted by us, being deleted
 			n.Status.Conditions[3].Status, n.Status.Conditions[3].LastTransitionTime = corev1.ConditionUnknown, metav1.NewTime(now.Add(-5*time.Minute))
-			n.Annotations["failover.fedfailover.io/lost-since"] = now.Add(-5 * time.Minute).Format(time.RFC3339)
+			maps.Copy(n.Annotations, contract.NodeMarks{LostSince: now.Add(-5 * time.Minute)}.Annotations())
 			n.Annotations[lastApplied] = "{big}"
 			n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute,
 				TimeAdded: ptr.To(metav1.NewTime(now))}}

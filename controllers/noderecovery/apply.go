@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 )
 
@@ -51,7 +52,7 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 	switch {
 	case p.Step == stepCleanup:
 		return 0, r.cleanup(ctx, v, n, p)
-	case p.Marks.acted():
+	case p.Marks.Acted():
 		if p.Step == stepForceDelete {
 			after, err := r.forceDelete(ctx, v, n, p)
 			if err != nil || after > 0 {
@@ -213,7 +214,7 @@ func (r *Reconciler) track(ctx context.Context, v *memberView, n *corev1.Node, p
 	}
 	now := r.now()
 	upd := n.DeepCopy()
-	upd.Annotations[AnnotationRecoveredAt] = formatTime(now)
+	maps.Copy(upd.Annotations, contract.NodeMarks{RecoveredAt: now}.Annotations())
 	if err := v.client.Patch(ctx, upd, client.MergeFrom(n)); err != nil {
 		return fmt.Errorf("marking node recovered: %w", err)
 	}
@@ -235,7 +236,7 @@ func (r *Reconciler) track(ctx context.Context, v *memberView, n *corev1.Node, p
 // replaced is true when every tracked claim is used by a Ready pod on another
 // node and its volume is attached there and nowhere else; with no claims,
 // when no in-scope pod is left on the node.
-func (r *Reconciler) replaced(ctx context.Context, v *memberView, n *corev1.Node, m marks) (bool, string, error) {
+func (r *Reconciler) replaced(ctx context.Context, v *memberView, n *corev1.Node, m contract.NodeMarks) (bool, string, error) {
 	if len(m.Claims) == 0 {
 		if left := len(slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)); left > 0 {
 			return false, fmt.Sprintf("%d pods still on the node", left), nil
@@ -286,7 +287,7 @@ func podReady(p *corev1.Pod) bool {
 // is Ready again or whose marks belong to an earlier loss. Done even in dry run: a taint must never be left behind.
 func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
 	upd := n.DeepCopy()
-	for _, k := range allMarks {
+	for _, k := range contract.NodeMarkKeys() {
 		delete(upd.Annotations, k)
 	}
 	removed := false
@@ -297,7 +298,7 @@ func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node,
 	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("removing marks from Ready node: %w", err)
 	}
-	if p.Marks.acted() && p.Marks.RecoveredAt.IsZero() {
+	if p.Marks.Acted() && p.Marks.RecoveredAt.IsZero() {
 		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Marks.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
 	}
 	msg := p.Message + "; recovery marks removed"

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -233,7 +234,7 @@ func TestTaintMethodRecoversAndCleansUp(t *testing.T) {
 	}
 	w.pass()
 	n1 = w.node("n1")
-	if hasOutOfServiceTaint(n1) || hasAnyMark(n1) {
+	if hasOutOfServiceTaint(n1) || contract.HasNodeMarks(n1.Annotations) {
 		t.Fatalf("after return: taints %v annotations %v, want neither ours", n1.Spec.Taints, n1.Annotations)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 )
 
@@ -74,7 +75,7 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 		r.report(ctx, v, gone, corev1.EventTypeNormal, ReasonForceDeleteStarted, string(v1alpha1.RecoveryMethodForceDelete),
 			fmt.Sprintf("Node deleted; force-deleting its %d pods and its attachments; %s", st.AffectedPods, res.Message()))
 	}
-	p := &plan{Marks: marks{Action: v1alpha1.RecoveryMethodForceDelete}}
+	p := &plan{Marks: contract.NodeMarks{Action: v1alpha1.RecoveryMethodForceDelete}}
 	after, err := r.forceDelete(ctx, v, gone, p)
 	if err != nil {
 		return nil, 0, err

@@ -8,6 +8,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -60,7 +61,7 @@ type plan struct {
 	Method    v1alpha1.RecoveryMethod
 	Verdict   fencing.Result
 	LostSince time.Time
-	Marks     marks
+	Marks     contract.NodeMarks
 	Message   string
 	// RequeueAfter is when a time-based transition is due (0: none).
 	RequeueAfter time.Duration
@@ -70,12 +71,12 @@ type plan struct {
 func decide(in planInput) plan {
 	p := plan{Marks: readMarks(in.Node)}
 	if nodecond.IsReady(in.Node) {
-		if hasAnyMark(in.Node) {
+		if contract.HasNodeMarks(in.Node.Annotations) {
 			p.Step, p.Message = stepCleanup, "node is Ready again"
 		}
 		return p
 	}
-	if p.Marks.acted() {
+	if p.Marks.Acted() {
 		if staleMarks(in.Node, p.Marks) {
 			// The node went NotReady again after the recorded action, so it was
 			// back in between (seen while we were down): that fence proves
@@ -152,7 +153,7 @@ func decideActed(in planInput, p plan) plan {
 // staleMarks is true when the node's current NotReady spell began after the
 // recorded action: a fenced node cannot change its Ready condition, so it
 // must have come back in between. Condition times have second precision.
-func staleMarks(n *corev1.Node, m marks) bool {
+func staleMarks(n *corev1.Node, m contract.NodeMarks) bool {
 	since := fencing.NotReadySince(n)
 	return !m.FencedAt.IsZero() && !since.IsZero() && since.After(m.FencedAt.Add(time.Second))
 }

@@ -11,7 +11,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/fencing"
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -50,8 +50,8 @@ func policy(mut ...func(*v1alpha1.NodeRecoverySpec)) *v1alpha1.NodeRecoverySpec 
 
 func TestDecide(t *testing.T) {
 	lostAt := t0.Add(-time.Minute)
-	acted := map[string]string{AnnotationAction: "OutOfServiceTaint", AnnotationTaintedBy: "true",
-		AnnotationFencedBy: "MachineInfrastructureDeleted", AnnotationLostSince: formatTime(lostAt), AnnotationFencedAt: formatTime(t0)}
+	acted := contract.NodeMarks{Action: v1alpha1.RecoveryMethodOutOfServiceTaint, TaintedByUs: true,
+		FencedBy: "MachineInfrastructureDeleted", LostSince: lostAt, FencedAt: t0}.Annotations()
 	cases := []struct {
 		name      string
 		in        planInput
@@ -93,15 +93,15 @@ func TestDecide(t *testing.T) {
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{name: "acted taint releases pods", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, acted, OutOfServiceTaint), Policy: policy()},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "acted force delete continues", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{AnnotationAction: "ForceDelete"}), Policy: policy()},
+		{name: "acted force delete continues", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{contract.AnnotationAction: "ForceDelete"}), Policy: policy()},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodForceDelete},
-		{name: "acted force delete pauses in a storm", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{AnnotationAction: "ForceDelete"}), Policy: policy(), Suspended: true},
+		{name: "acted force delete pauses in a storm", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{contract.AnnotationAction: "ForceDelete"}), Policy: policy(), Suspended: true},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
 		{name: "marks older than the current loss are dropped, not resumed", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(time.Minute), acted, OutOfServiceTaint),
 			Machine: livingMachine(), Policy: policy()}, step: stepCleanup},
 		{name: "marks within the precision of the condition time are current", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(time.Second), acted, OutOfServiceTaint), Policy: policy()},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "recovered stays recovered", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{AnnotationAction: "ForceDelete", AnnotationRecoveredAt: formatTime(t0)}), Policy: policy()},
+		{name: "recovered stays recovered", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, contract.NodeMarks{Action: v1alpha1.RecoveryMethodForceDelete, RecoveredAt: t0}.Annotations()), Policy: policy()},
 			phase: v1alpha1.RecoveryPhaseRecovered, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
 	}
 	for _, c := range cases {
@@ -132,14 +132,16 @@ func TestTaintHelpers(t *testing.T) {
 	}
 }
 
-func TestMarksRoundTrip(t *testing.T) {
+// TestActionAnnotations: the marks of an action read back as written, and
+// only the taint method claims the taint.
+func TestActionAnnotations(t *testing.T) {
 	a := actionAnnotations(t0.Add(-time.Minute), t0, "MachinePoweredOff", v1alpha1.RecoveryMethodOutOfServiceTaint, []string{"ns/a", "ns/b"})
 	m := readMarks(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: a}})
-	if !m.acted() || !m.TaintedByUs || !m.LostSince.Equal(t0.Add(-time.Minute)) || !m.FencedAt.Equal(t0) || len(m.Claims) != 2 || m.FencedBy != "MachinePoweredOff" {
+	if !m.Acted() || !m.TaintedByUs || !m.LostSince.Equal(t0.Add(-time.Minute)) || !m.FencedAt.Equal(t0) || len(m.Claims) != 2 || m.FencedBy != "MachinePoweredOff" {
 		t.Fatalf("marks: %+v", m)
 	}
 	f := actionAnnotations(t0, t0, "X", v1alpha1.RecoveryMethodForceDelete, nil)
-	if _, ok := f[AnnotationTaintedBy]; ok {
+	if _, ok := f[contract.AnnotationTaintedBy]; ok {
 		t.Fatal("force delete must not claim the taint")
 	}
 }
@@ -187,26 +189,6 @@ func TestSelectPolicy(t *testing.T) {
 	if p := selectPolicy(ps, map[string]string{"env": "prod"}); p == nil || p.Name != "old-prod" {
 		t.Fatalf("prod member got %v", p)
 	}
-}
-
-func TestStormAnnotationRoundTrip(t *testing.T) {
-	for _, st := range []struct {
-		active bool
-		ended  time.Time
-	}{{true, time.Time{}}, {true, t0}} {
-		a := stormAnnotation(fencingState(st.active, st.ended))
-		got := readStorm(map[string]string{AnnotationStorm: *a})
-		if got.Active != st.active || !got.EndedAt.Equal(st.ended) {
-			t.Fatalf("round trip of %+v gave %+v", st, got)
-		}
-	}
-	if stormAnnotation(fencingState(false, time.Time{})) != nil {
-		t.Fatal("inactive storm must remove the annotation")
-	}
-}
-
-func fencingState(active bool, ended time.Time) fencing.StormState {
-	return fencing.StormState{Active: active, EndedAt: ended}
 }
 
 func TestOrphanNodes(t *testing.T) {

@@ -2,21 +2,18 @@ package noderecovery
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
-
-// AnnotationStorm on the member's KubeFedCluster keeps the storm state
-// (fencing.StormState) across restarts; absent means no storm.
-const AnnotationStorm = markPrefix + "storm"
 
 // Policy event reasons of the storm guard.
 const (
@@ -24,35 +21,15 @@ const (
 	ReasonStormEnded   = "StormEnded"
 )
 
-type stormMark struct {
-	Active  bool       `json:"active"`
-	EndedAt *time.Time `json:"endedAt,omitempty"`
-}
-
-func readStorm(a map[string]string) fencing.StormState {
-	var m stormMark
-	if s := a[AnnotationStorm]; s == "" || json.Unmarshal([]byte(s), &m) != nil {
-		return fencing.StormState{}
+// readStorm reads the storm state kept on the member's KubeFedCluster. An
+// unreadable annotation counts as no storm, as it always has; it is
+// rewritten at the next storm.
+func readStorm(ctx context.Context, a map[string]string) fencing.StormState {
+	s, err := contract.DecodeStorm(a)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("Ignoring the storm state", "reason", err.Error())
 	}
-	st := fencing.StormState{Active: m.Active}
-	if m.EndedAt != nil {
-		st.EndedAt = *m.EndedAt
-	}
-	return st
-}
-
-func stormAnnotation(st fencing.StormState) *string {
-	if !st.Active {
-		return nil // removes the annotation
-	}
-	m := stormMark{Active: true}
-	if !st.EndedAt.IsZero() {
-		t := st.EndedAt.UTC()
-		m.EndedAt = &t
-	}
-	b, _ := json.Marshal(m)
-	s := string(b)
-	return &s
+	return fencing.StormState{Active: s.Active, EndedAt: s.EndedAt}
 }
 
 // stormOutcome is the storm guard's decision plus a message for status.
@@ -66,7 +43,7 @@ type stormOutcome struct {
 // stormStep counts the member's lost nodes, steps the storm state machine
 // and persists its state when it changes.
 func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome, error) {
-	prev := readStorm(v.kfc.Annotations)
+	prev := readStorm(ctx, v.kfc.Annotations)
 	now := r.now()
 	var out stormOutcome
 	if v.policy != nil {
@@ -101,10 +78,10 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 	if v.kfc.Annotations == nil {
 		v.kfc.Annotations = map[string]string{}
 	}
-	if a := stormAnnotation(out.State); a != nil {
-		v.kfc.Annotations[AnnotationStorm] = *a
+	if a, keep := contract.EncodeStorm(contract.Storm{Active: out.State.Active, EndedAt: out.State.EndedAt}); keep {
+		v.kfc.Annotations[contract.AnnotationStorm] = a
 	} else {
-		delete(v.kfc.Annotations, AnnotationStorm)
+		delete(v.kfc.Annotations, contract.AnnotationStorm)
 	}
 	if err := r.host.Patch(ctx, v.kfc, patch); err != nil {
 		return out, fmt.Errorf("recording storm state on KubeFedCluster: %w", err)

@@ -13,6 +13,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
@@ -21,7 +22,7 @@ import (
 var errStale = errors.New("ReplicaSchedulingPreference changed while planning")
 
 // FieldOwner is the server-side apply field manager of the RSP fields the
-// controller writes: spec.clusters, spec.totalReplicas and AnnotationState.
+// controller writes: spec.clusters, spec.totalReplicas and contract.AnnotationRebalance.
 const FieldOwner = "fedfailover"
 
 // apply writes the plan and the marks. Every apply carries all owned
@@ -29,12 +30,12 @@ const FieldOwner = "fedfailover"
 // resourceVersion, so a plan made on a stale or concurrently edited RSP is
 // rejected and made again.
 func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
-	m *marks, res planner.Result, mem *memory) error {
+	m *contract.RebalanceState, res planner.Result, mem *memory) error {
 	now := r.now()
 	if pol.Spec.DryRun {
 		// Nothing is written, so nothing was applied: report each new plan once.
 		r.mu.Lock()
-		mem.dryMarks = m.clone()
+		mem.dryMarks = m.Clone()
 		fp := fmt.Sprintf("%v|%d|%s", res.Clusters, res.TotalReplicas, res.Reason)
 		report := res.Changed && fp != mem.lastReport
 		if res.Changed {
@@ -47,15 +48,15 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 		return nil
 	}
 	if res.Changed {
-		written := normalize(placement{TotalReplicas: res.TotalReplicas, Clusters: res.Clusters})
+		written := contract.Placement{TotalReplicas: res.TotalReplicas, Clusters: res.Clusters}.Normalize()
 		// The annotation keeps whole seconds: round up, so minInterval
 		// counted from it is never shorter than the policy asks.
 		m.Applied, m.LastChange = &written, timePtr(now.Add(time.Second-time.Nanosecond))
 	}
-	if !res.Changed && rsp.Annotations[AnnotationState] == m.encode() {
+	if !res.Changed && rsp.Annotations[contract.AnnotationRebalance] == m.Encode() {
 		return nil
 	}
-	if err := r.applyRSP(ctx, rsp, *m.Applied, map[string]string{AnnotationState: m.encode()}); err != nil {
+	if err := r.applyRSP(ctx, rsp, *m.Applied, map[string]string{contract.AnnotationRebalance: m.Encode()}); err != nil {
 		return err
 	}
 	if res.Changed {
@@ -70,18 +71,18 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	key := client.ObjectKeyFromObject(rsp)
 	r.forget(key)
 	metrics.DeleteRSP(rsp.Namespace, rsp.Name)
-	m, err := decodeMarks(rsp.Annotations)
+	m, err := contract.DecodeRebalanceState(rsp.Annotations)
 	if err != nil || m == nil {
 		return err
 	}
 	target, live := m.Baseline, specPlacement(rsp)
-	if m.Applied == nil || !m.Applied.equal(live) {
+	if m.Applied == nil || !m.Applied.Equal(live) {
 		target = live
 	}
 	if err := r.applyRSP(ctx, rsp, target, nil); err != nil {
 		return err
 	}
-	if !target.equal(live) {
+	if !target.Equal(live) {
 		msg := "no policy manages it any more: baseline restored"
 		ctrl.LoggerFrom(ctx).Info(msg)
 		r.recorder.Eventf(rsp, nil, "Normal", "RestoredBaseline", "Released", msg)
@@ -89,7 +90,7 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	return nil
 }
 
-func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, p placement, annotations map[string]string) error {
+func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, p contract.Placement, annotations map[string]string) error {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": specFields(p)}}
 	u.SetGroupVersionKind(fedschedv1a1.SchemeGroupVersion.WithKind("ReplicaSchedulingPreference"))
 	u.SetNamespace(rsp.Namespace)
@@ -112,7 +113,7 @@ func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSche
 // owns it, so omitting a zero could leave the user's old value in place.
 // maxReplicas is left out only when unbounded; the user cannot have set it
 // on a cluster whose baseline has none.
-func specFields(p placement) map[string]any {
+func specFields(p contract.Placement) map[string]any {
 	clusters := map[string]any{}
 	for n, c := range p.Clusters {
 		e := map[string]any{"minReplicas": c.MinReplicas, "weight": c.Weight}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
@@ -32,7 +33,7 @@ type observation struct {
 // state may change with time alone.
 type assessment struct {
 	Member    planner.Member
-	Marks     memberMarks
+	Marks     contract.MemberTimers
 	RequeueAt time.Time
 	// Since is the onset of a Failed or Exhausted state (for the metric).
 	Since time.Time
@@ -43,7 +44,7 @@ type assessment struct {
 // exhausted only after capacityExhaustedAfter of Unschedulable pods, and
 // its room counts only from the first healthy observation with room after
 // the last bad one (the planner waits stabilizationWindow from there).
-func assess(obs observation, prev memberMarks, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
+func assess(obs observation, prev contract.MemberTimers, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
 	var a assessment
 	if obs.Unknown {
 		a.Member = planner.Member{State: planner.Healthy, KubefedReady: true}
@@ -54,7 +55,7 @@ func assess(obs observation, prev memberMarks, spec v1alpha1.RebalanceSpec, now 
 		if since.IsZero() {
 			since = now
 		}
-		a.Marks = memberMarks{FailingSince: timePtr(since)}
+		a.Marks = contract.MemberTimers{FailingSince: timePtr(since)}
 		failAt := timeOf(a.Marks.FailingSince).Add(spec.ClusterFailedAfter.Get())
 		if now.Before(failAt) {
 			// Not failed yet: it keeps what it holds (no room, nothing known).

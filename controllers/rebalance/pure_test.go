@@ -11,6 +11,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
@@ -26,10 +27,10 @@ func TestAssess(t *testing.T) {
 	cases := []struct {
 		name      string
 		obs       observation
-		prev      memberMarks
+		prev      contract.MemberTimers
 		now       time.Time
 		state     planner.MemberState
-		marks     memberMarks
+		marks     contract.MemberTimers
 		roomSince time.Time
 		requeue   time.Time
 		// kubefedReady is the planner's flag for a failure seen by fedfailover alone.
@@ -37,21 +38,21 @@ func TestAssess(t *testing.T) {
 	}{
 		{name: "unhealthy first seen: not failed yet, timer starts",
 			obs: observation{}, now: t0, state: planner.Healthy,
-			marks: memberMarks{FailingSince: at(0)}, requeue: t0.Add(10 * time.Second)},
+			marks: contract.MemberTimers{FailingSince: at(0)}, requeue: t0.Add(10 * time.Second)},
 		{name: "unhealthy for clusterFailedAfter: failed",
-			obs: observation{}, prev: memberMarks{FailingSince: at(0), RoomSince: at(-time.Minute)}, now: t0.Add(10 * time.Second),
-			state: planner.Failed, marks: memberMarks{FailingSince: at(0)}},
+			obs: observation{}, prev: contract.MemberTimers{FailingSince: at(0), RoomSince: at(-time.Minute)}, now: t0.Add(10 * time.Second),
+			state: planner.Failed, marks: contract.MemberTimers{FailingSince: at(0)}},
 		{name: "healthy again: failing timer cleared, room timer starts",
-			obs: observation{Healthy: true, Running: 2, Fits: 4}, prev: memberMarks{FailingSince: at(0)}, now: t0.Add(time.Minute),
-			state: planner.Healthy, marks: memberMarks{RoomSince: at(time.Minute)}, roomSince: t0.Add(time.Minute)},
+			obs: observation{Healthy: true, Running: 2, Fits: 4}, prev: contract.MemberTimers{FailingSince: at(0)}, now: t0.Add(time.Minute),
+			state: planner.Healthy, marks: contract.MemberTimers{RoomSince: at(time.Minute)}, roomSince: t0.Add(time.Minute)},
 		{name: "room timer kept while healthy with room",
-			obs: observation{Healthy: true, Fits: 1}, prev: memberMarks{RoomSince: at(0)}, now: t0.Add(time.Hour),
-			state: planner.Healthy, marks: memberMarks{RoomSince: at(0)}, roomSince: t0},
+			obs: observation{Healthy: true, Fits: 1}, prev: contract.MemberTimers{RoomSince: at(0)}, now: t0.Add(time.Hour),
+			state: planner.Healthy, marks: contract.MemberTimers{RoomSince: at(0)}, roomSince: t0},
 		{name: "no room: room timer cleared",
-			obs: observation{Healthy: true, Running: 3}, prev: memberMarks{RoomSince: at(0)}, now: t0.Add(time.Hour),
+			obs: observation{Healthy: true, Running: 3}, prev: contract.MemberTimers{RoomSince: at(0)}, now: t0.Add(time.Hour),
 			state: planner.Healthy},
 		{name: "unschedulable, not long enough: wake up when it is",
-			obs: observation{Healthy: true, Fits: 3, UnschedulableSince: t0}, prev: memberMarks{RoomSince: at(-time.Hour)}, now: t0.Add(2 * time.Second),
+			obs: observation{Healthy: true, Fits: 3, UnschedulableSince: t0}, prev: contract.MemberTimers{RoomSince: at(-time.Hour)}, now: t0.Add(2 * time.Second),
 			state: planner.Healthy, requeue: t0.Add(5 * time.Second)},
 		{name: "unschedulable for capacityExhaustedAfter: exhausted",
 			obs: observation{Healthy: true, Running: 3, UnschedulableSince: t0}, now: t0.Add(5 * time.Second),
@@ -93,48 +94,34 @@ func prefs(w1, w2 int64) map[string]fedschedv1a1.ClusterPreferences {
 }
 
 func TestBaselineOf(t *testing.T) {
-	user := placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
-	pinned := placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
+	pinned := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
 		"member1": {MinReplicas: 6, MaxReplicas: ptr.To[int64](6), Weight: 6}, "member2": {MaxReplicas: ptr.To[int64](0)}}}
 
 	m, edited := baselineOf(nil, user, "p")
-	if edited || !m.Baseline.equal(user) || m.Applied == nil || !m.Applied.equal(user) || m.Policy != "p" {
+	if edited || !m.Baseline.Equal(user) || m.Applied == nil || !m.Applied.Equal(user) || m.Policy != "p" {
 		t.Fatalf("first touch: %+v edited=%v", m, edited)
 	}
 
 	// Our own write, read back: not an edit, baseline kept.
-	rec := &marks{Baseline: user, Applied: &pinned, LastChange: timePtr(t0)}
-	back, err := decodeMarks(map[string]string{AnnotationState: rec.encode()})
+	rec := &contract.RebalanceState{Baseline: user, Applied: &pinned, LastChange: timePtr(t0)}
+	back, err := contract.DecodeRebalanceState(map[string]string{contract.AnnotationRebalance: rec.Encode()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m, edited = baselineOf(back, pinned, "p")
-	if edited || !m.Baseline.equal(user) || m.LastChange == nil {
+	if edited || !m.Baseline.Equal(user) || m.LastChange == nil {
 		t.Fatalf("own write: %+v edited=%v", m, edited)
 	}
 
 	// Someone changed the spec while shifted: that is the new baseline.
-	theirs := placement{TotalReplicas: 9, Clusters: prefs(2, 1)}
+	theirs := contract.Placement{TotalReplicas: 9, Clusters: prefs(2, 1)}
 	m, edited = baselineOf(back, theirs, "p")
-	if !edited || !m.Baseline.equal(theirs) || !m.Applied.equal(theirs) || m.LastChange != nil {
+	if !edited || !m.Baseline.Equal(theirs) || !m.Applied.Equal(theirs) || m.LastChange != nil {
 		t.Fatalf("user edit: %+v edited=%v", m, edited)
 	}
-	if back.Baseline.equal(theirs) {
+	if back.Baseline.Equal(theirs) {
 		t.Fatal("baselineOf changed the recorded marks")
-	}
-}
-
-func TestPlacementEqual(t *testing.T) {
-	a := placement{TotalReplicas: 3, Clusters: map[string]fedschedv1a1.ClusterPreferences{"m": {MaxReplicas: ptr.To[int64](0)}}}
-	b := placement{TotalReplicas: 3, Clusters: map[string]fedschedv1a1.ClusterPreferences{"m": {}}}
-	if a.equal(b) {
-		t.Error("max 0 equals unbounded")
-	}
-	if !(placement{TotalReplicas: 1, Clusters: map[string]fedschedv1a1.ClusterPreferences{}}).equal(placement{TotalReplicas: 1}) {
-		t.Error("empty map differs from nil")
-	}
-	if _, err := decodeMarks(map[string]string{AnnotationState: "{"}); err == nil {
-		t.Error("bad annotation decoded")
 	}
 }
 
@@ -184,7 +171,7 @@ func typesKey(ns, name string) types.NamespacedName {
 }
 
 func TestSpecFieldsSpellsOutZeros(t *testing.T) {
-	got := specFields(placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+	got := specFields(contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
 		"member1": {Weight: 1}, "member2": {MaxReplicas: ptr.To[int64](0)}}})
 	cl := got["clusters"].(map[string]any)
 	m1, m2 := cl["member1"].(map[string]any), cl["member2"].(map[string]any)

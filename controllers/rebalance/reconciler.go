@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 	"github.com/fedfailover/fedfailover/internal/wake"
 )
@@ -39,7 +40,7 @@ type Reconciler struct {
 // marks in dry-run (nothing is written), the last reported plan (events on
 // transitions only) and the onset of a problem being repaired (metric).
 type memory struct {
-	dryMarks   *marks
+	dryMarks   *contract.RebalanceState
 	lastReport string
 	onset      time.Time
 	onsetWhy   string
@@ -171,20 +172,20 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 
 // recordedMarks is the durable state: in dry-run the process memory (the
 // RSP is never written), else the annotation.
-func (r *Reconciler) recordedMarks(rsp *fedschedv1a1.ReplicaSchedulingPreference, pol *v1alpha1.FailoverPolicy, mem *memory) (*marks, error) {
+func (r *Reconciler) recordedMarks(rsp *fedschedv1a1.ReplicaSchedulingPreference, pol *v1alpha1.FailoverPolicy, mem *memory) (*contract.RebalanceState, error) {
 	if pol.Spec.DryRun {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if mem.dryMarks != nil {
-			return mem.dryMarks.clone(), nil
+			return mem.dryMarks.Clone(), nil
 		}
 	}
-	return decodeMarks(rsp.Annotations)
+	return contract.DecodeRebalanceState(rsp.Annotations)
 }
 
 // plannerInput assesses every selected member and updates the marks.
 func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
-	m *marks, w workload, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
+	m *contract.RebalanceState, w workload, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
 	spec := *pol.Spec.Rebalance
 	names, err := r.memberNames(ctx, pol)
 	if err != nil {
@@ -197,7 +198,7 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 	}
 	var requeue time.Time
 	var onset onsetInfo
-	newMarks := map[string]memberMarks{}
+	newMarks := map[string]contract.MemberTimers{}
 	for _, name := range sortedKeys(names) {
 		obs, err := r.observe(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", name)), name, names[name], rsp.Namespace, w)
 		if err != nil {
@@ -205,7 +206,7 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 		}
 		a := assess(obs, m.Members[name], spec, now)
 		in.Members[name] = a.Member
-		if a.Marks != (memberMarks{}) {
+		if a.Marks != (contract.MemberTimers{}) {
 			newMarks[name] = a.Marks
 		}
 		requeue = wake.Earliest(requeue, a.RequeueAt)

@@ -13,6 +13,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
@@ -76,7 +77,7 @@ func truncate(s string, n int) string {
 }
 
 // record publishes the RSP's state: policy status entry and weights.
-func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, res planner.Result, m *marks) {
+func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, res planner.Result, m *contract.RebalanceState) {
 	key := client.ObjectKeyFromObject(rsp)
 	st := v1alpha1.RebalanceStatus{Namespace: rsp.Namespace, Name: rsp.Name, Shifted: res.Shifted,
 		Reason: res.Reason, LastChangeTime: m.LastChange}

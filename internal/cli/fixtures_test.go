@@ -11,7 +11,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 // now is the fixed time every golden file is rendered at.
@@ -42,7 +42,7 @@ func rsp(ns, name string, total int32, clusters map[string]fedschedv1a1.ClusterP
 	r.Namespace, r.Name = ns, name
 	r.Spec.TargetKind, r.Spec.TotalReplicas, r.Spec.Clusters = "FederatedDeployment", total, clusters
 	if state != "" {
-		r.Annotations = map[string]string{rebalance.AnnotationState: state}
+		r.Annotations = map[string]string{contract.AnnotationRebalance: state}
 	}
 	return r
 }

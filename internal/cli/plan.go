@@ -100,11 +100,9 @@ func planRSP(s *Snapshot, p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaS
 	current := currentPlacement(base.clusters, rsp, members)
 	in := planner.Input{Baseline: base.clusters, TotalReplicas: base.total, Current: rsp.Spec.Clusters,
 		CurrentTotalReplicas: rsp.Spec.TotalReplicas, Members: map[string]planner.Member{}, Now: s.Now, Spec: *p.Spec.Rebalance}
-	if base.recorded != nil {
-		in.LastChange = base.recorded.LastChange
-	}
+	in.LastChange = base.lastChange()
 	for _, m := range members {
-		in.Members[m] = s.memberInput(p, m, sc, current[m], base.recorded)
+		in.Members[m] = s.memberInput(p, m, sc, current[m], base)
 	}
 	res := planner.Plan(in)
 	row := PlanRow{Namespace: rsp.Namespace, Name: rsp.Name, Policy: p.Name, Reason: res.Reason, Changed: res.Changed,
@@ -125,20 +123,20 @@ func planRSP(s *Snapshot, p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaS
 // Healthy with unknown (ample) room when kubefed and fedfailover see them
 // healthy, else Failed once clusterFailedAfter has passed since fedfailover
 // first saw them failing.
-func (s *Snapshot) memberInput(p *v1alpha1.FailoverPolicy, name string, sc Scenario, running int64, rec *recordedState) planner.Member {
+func (s *Snapshot) memberInput(p *v1alpha1.FailoverPolicy, name string, sc Scenario, running int64, base baseline) planner.Member {
+	failingSince, roomSince := base.timers(name)
 	switch {
 	case name == sc.Cluster && sc.Full:
 		return planner.Member{State: planner.Exhausted}
 	case name == sc.Cluster:
 		return planner.Member{State: planner.Failed}
 	case !s.memberHealthy(p, name):
-		since := rec.failingSince(name)
-		if !since.IsZero() && !s.Now.Before(since.Add(p.Spec.Rebalance.ClusterFailedAfter.Get())) {
+		if !failingSince.IsZero() && !s.Now.Before(failingSince.Add(p.Spec.Rebalance.ClusterFailedAfter.Get())) {
 			return planner.Member{State: planner.Failed}
 		}
 		return planner.Member{State: planner.Healthy}
 	}
-	return planner.Member{State: planner.Healthy, Running: running, Fits: assumedRoom, RoomSince: rec.roomSince(name)}
+	return planner.Member{State: planner.Healthy, Running: running, Fits: assumedRoom, RoomSince: roomSince}
 }
 
 // memberHealthy: Ready in kubefed and not reported disconnected by the policy.

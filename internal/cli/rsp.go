@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
@@ -64,7 +63,8 @@ func rspRow(s *Snapshot, rsp *fedschedv1a1.ReplicaSchedulingPreference) RSPRow {
 		members = s.policyMembers(p)
 		r.Shifted, r.Reason, r.LastChange = rebalanceStatus(p, rsp)
 	} else {
-		r.Shifted = !equalPrefs(base.clusters, rsp.Spec.Clusters) || base.total != rsp.Spec.TotalReplicas
+		r.Shifted = !contract.Placement{TotalReplicas: base.total, Clusters: base.clusters}.Equal(
+			contract.Placement{TotalReplicas: rsp.Spec.TotalReplicas, Clusters: rsp.Spec.Clusters})
 	}
 	placed := currentPlacement(base.clusters, rsp, members)
 	for _, c := range clusterNames(base.clusters, rsp.Spec.Clusters, members) {
@@ -81,34 +81,41 @@ func rspRow(s *Snapshot, rsp *fedschedv1a1.ReplicaSchedulingPreference) RSPRow {
 type baseline struct {
 	total    int32
 	clusters map[string]fedschedv1a1.ClusterPreferences
-	recorded *recordedState
+	// recorded is fedfailover's state of the RSP; nil when it never touched it.
+	recorded *contract.RebalanceState
 }
 
-// recordedState is rebalance.Recorded with nil-safe timers.
-type recordedState rebalance.Recorded
-
-func (r *recordedState) failingSince(m string) time.Time {
-	if r == nil {
+// lastChange is when fedfailover last changed the RSP; zero when never.
+func (b baseline) lastChange() time.Time {
+	if b.recorded == nil || b.recorded.LastChange == nil {
 		return time.Time{}
 	}
-	return r.FailingSince[m]
+	return b.recorded.LastChange.Time
 }
 
-func (r *recordedState) roomSince(m string) time.Time {
-	if r == nil {
-		return time.Time{}
+// timers are a member's recorded timers; zero when none.
+func (b baseline) timers(member string) (failingSince, roomSince time.Time) {
+	if b.recorded == nil {
+		return time.Time{}, time.Time{}
 	}
-	return r.RoomSince[m]
+	t := b.recorded.Members[member]
+	if t.FailingSince != nil {
+		failingSince = t.FailingSince.Time
+	}
+	if t.RoomSince != nil {
+		roomSince = t.RoomSince.Time
+	}
+	return failingSince, roomSince
 }
 
 // baselineOf reads fedfailover's record of the user's spec; an RSP it never
 // touched is its own baseline.
 func baselineOf(rsp *fedschedv1a1.ReplicaSchedulingPreference) (baseline, error) {
-	rec, err := rebalance.DecodeRecorded(rsp.Annotations)
+	rec, err := contract.DecodeRebalanceState(rsp.Annotations)
 	if err != nil || rec == nil {
 		return baseline{total: rsp.Spec.TotalReplicas, clusters: rsp.Spec.Clusters}, err
 	}
-	return baseline{total: rec.BaselineTotal, clusters: rec.Baseline, recorded: (*recordedState)(rec)}, nil
+	return baseline{total: rec.Baseline.TotalReplicas, clusters: rec.Baseline.Clusters, recorded: rec}, nil
 }
 
 func rebalanceStatus(p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) (bool, string, *metav1.Time) {
@@ -154,19 +161,6 @@ func prefsPtr(m map[string]fedschedv1a1.ClusterPreferences, name string) *fedsch
 		return &p
 	}
 	return nil
-}
-
-func equalPrefs(a, b map[string]fedschedv1a1.ClusterPreferences) bool {
-	return len(a) == len(b) && formatAll(a) == formatAll(b)
-}
-
-func formatAll(m map[string]fedschedv1a1.ClusterPreferences) string {
-	var parts []string
-	for _, n := range slices.Sorted(maps.Keys(m)) {
-		p := m[n]
-		parts = append(parts, n+":"+formatPrefs(&p))
-	}
-	return strings.Join(parts, " ")
 }
 
 // formatPrefs is "w=<weight>[,min=<min>][,max=<max>]", or "-" when the

@@ -32,7 +32,8 @@ func Storm(lostNodes, totalNodes int, maxUnhealthy *intstr.IntOrString) bool {
 }
 
 // StormState is the durable storm state of one member, kept by the caller
-// (e.g. in policy status) between decisions.
+// between decisions (node recovery keeps it in an annotation on the
+// member's KubeFedCluster, contract.AnnotationStorm).
 type StormState struct {
 	// Active is true from the start of a storm until its cooldown has passed.
 	Active bool

@@ -28,6 +28,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/lab"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/internal/testenv"
@@ -113,9 +114,9 @@ func nrPolicy(t *testing.T, name string, mutate func(*v1alpha1.NodeRecoverySpec)
 			if err := host.Get(ctx, client.ObjectKey{Namespace: member.DefaultNamespace, Name: m}, kfc); err != nil {
 				continue
 			}
-			if _, ok := kfc.Annotations[noderecovery.AnnotationStorm]; ok {
+			if _, ok := kfc.Annotations[contract.AnnotationStorm]; ok {
 				patch := client.MergeFrom(kfc.DeepCopy())
-				delete(kfc.Annotations, noderecovery.AnnotationStorm)
+				delete(kfc.Annotations, contract.AnnotationStorm)
 				_ = host.Patch(ctx, kfc, patch)
 			}
 		}
@@ -272,7 +273,7 @@ func waitNoMarks(ctx context.Context, cl client.Client, node string, timeout tim
 
 func hasRecoveryMarks(n *corev1.Node) bool {
 	for k := range n.Annotations {
-		if strings.HasPrefix(k, "failover.fedfailover.io/") {
+		if strings.HasPrefix(k, contract.Prefix) {
 			return true
 		}
 	}
@@ -291,7 +292,7 @@ func stripMarks(t *testing.T, cl client.Client, node string) {
 	}
 	upd := n.DeepCopy()
 	for k := range upd.Annotations {
-		if strings.HasPrefix(k, "failover.fedfailover.io/") {
+		if strings.HasPrefix(k, contract.Prefix) {
 			delete(upd.Annotations, k)
 		}
 	}

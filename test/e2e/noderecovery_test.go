@@ -20,6 +20,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/lab"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 )
@@ -82,8 +83,8 @@ func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 			return false, "Ready=" + string(lab.NodeReadyStatus(n))
 		}
 		tainted = time.Now()
-		if n.Annotations[noderecovery.AnnotationTaintedBy] != "true" || n.Annotations[noderecovery.AnnotationFencedBy] != "MachineInfrastructureDeleted" ||
-			n.Annotations[noderecovery.AnnotationAction] != string(v1alpha1.RecoveryMethodOutOfServiceTaint) {
+		if n.Annotations[contract.AnnotationTaintedBy] != "true" || n.Annotations[contract.AnnotationFencedBy] != "MachineInfrastructureDeleted" ||
+			n.Annotations[contract.AnnotationAction] != string(v1alpha1.RecoveryMethodOutOfServiceTaint) {
 			t.Fatalf("taint without the expected marks: %v", n.Annotations)
 		}
 		return true, ""
@@ -131,7 +132,7 @@ func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 		if lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) {
 			return false, fmt.Sprintf("Ready=%s taints=%v", lab.NodeReadyStatus(n), n.Spec.Taints)
 		}
-		_, marked := n.Annotations[noderecovery.AnnotationAction]
+		_, marked := n.Annotations[contract.AnnotationAction]
 		return !marked, fmt.Sprintf("annotations %v", n.Annotations)
 	})
 	holds(t, 5*time.Second, node+" not tainted again", func(ctx context.Context) (bool, string) {
@@ -288,10 +289,10 @@ func waitMarked(t *testing.T, cl client.Client, node string, method v1alpha1.Rec
 		if err != nil {
 			return false, err.Error()
 		}
-		if n.Annotations[noderecovery.AnnotationAction] == "" {
+		if n.Annotations[contract.AnnotationAction] == "" {
 			return false, "Ready=" + string(lab.NodeReadyStatus(n))
 		}
-		if n.Annotations[noderecovery.AnnotationAction] != string(method) || n.Annotations[noderecovery.AnnotationFencedBy] != evidence {
+		if n.Annotations[contract.AnnotationAction] != string(method) || n.Annotations[contract.AnnotationFencedBy] != evidence {
 			t.Fatalf("unexpected marks: %v", n.Annotations)
 		}
 		if hasOOSTaint(n) != (method == v1alpha1.RecoveryMethodOutOfServiceTaint) {
@@ -333,7 +334,7 @@ func restoreAndWaitClean(t *testing.T, cl client.Client, node string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		_, marked := n.Annotations[noderecovery.AnnotationAction]
+		_, marked := n.Annotations[contract.AnnotationAction]
 		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && !hasOOSTaint(n) && !marked,
 			fmt.Sprintf("Ready=%s taints=%v marked=%v", lab.NodeReadyStatus(n), n.Spec.Taints, marked)
 	})
@@ -392,7 +393,7 @@ func TestNodeRecoveryStorm(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			if hasOOSTaint(n) || n.Annotations[noderecovery.AnnotationAction] != "" {
+			if hasOOSTaint(n) || n.Annotations[contract.AnnotationAction] != "" {
 				return false, name + " acted on during a storm"
 			}
 		}
@@ -485,7 +486,7 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 	}
 	marked := waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
 	first.stop()
-	fencedAt := marked.Annotations[noderecovery.AnnotationFencedAt]
+	fencedAt := marked.Annotations[contract.AnnotationFencedAt]
 	repl := runningPod(t, cl, ns, "db", 90*time.Second, node)
 	eventually(t, 60*time.Second, "volume moved while the manager is down", func(ctx context.Context) (bool, string) {
 		return volumeOnlyOn(ctx, cl, pv, repl.Spec.NodeName)
@@ -497,7 +498,7 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := n.Annotations[noderecovery.AnnotationFencedAt]; got != fencedAt {
+	if got := n.Annotations[contract.AnnotationFencedAt]; got != fencedAt {
 		t.Fatalf("fenced-at changed from %s to %s: the action was repeated", fencedAt, got)
 	}
 	evs, err := nodeEvents(ctx, cl, node, testStart)
@@ -534,7 +535,7 @@ func TestNodeRecoveryDryRun(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if hasOOSTaint(n) || n.Annotations[noderecovery.AnnotationAction] != "" {
+		if hasOOSTaint(n) || n.Annotations[contract.AnnotationAction] != "" {
 			return false, "dry run changed the node"
 		}
 		return true, ""

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/lab"
 )
 
@@ -170,7 +171,7 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !baselineRecorded(t, mustRSP(t, ns, name), total, baseWeights) {
-		t.Fatalf("baseline lost across the restart: annotation %q", mustRSP(t, ns, name).Annotations[rebalance.AnnotationState])
+		t.Fatalf("baseline lost across the restart: annotation %q", mustRSP(t, ns, name).Annotations[contract.AnnotationRebalance])
 	}
 	if !after.LastChange.Equal(before.LastChange) {
 		t.Errorf("restart rewrote the RSP: lastChange %v, was %v", after.LastChange, before.LastChange)
@@ -211,7 +212,7 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 	t.Logf("RSP placements (since the workload was shifted):\n%s", strings.Join(changes.lines(samples[0].at), "\n"))
 	r := mustRSP(t, ns, name)
 	if !baselineRecorded(t, r, total, baseWeights) {
-		t.Errorf("baseline annotation after failback %q, want total %d weights %v", r.Annotations[rebalance.AnnotationState], total, baseWeights)
+		t.Errorf("baseline annotation after failback %q, want total %d weights %v", r.Annotations[contract.AnnotationRebalance], total, baseWeights)
 	}
 	if len(changes) > 6 {
 		t.Errorf("%d RSP placements, want at most 6: a restart repeated or added steps", len(changes))
@@ -259,13 +260,13 @@ func rspMarks(ctx context.Context, ns, name string) (*rbMarks, error) {
 }
 
 func marksOf(r *fedschedv1a1.ReplicaSchedulingPreference) (*rbMarks, error) {
-	raw, ok := r.Annotations[rebalance.AnnotationState]
+	raw, ok := r.Annotations[contract.AnnotationRebalance]
 	if !ok {
-		return nil, fmt.Errorf("no %s annotation", rebalance.AnnotationState)
+		return nil, fmt.Errorf("no %s annotation", contract.AnnotationRebalance)
 	}
 	m := &rbMarks{}
 	if err := json.Unmarshal([]byte(raw), m); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", rebalance.AnnotationState, err)
+		return nil, fmt.Errorf("decoding %s: %w", contract.AnnotationRebalance, err)
 	}
 	return m, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/lab"
 )
 
@@ -91,7 +92,7 @@ func TestRebalanceCapacityExhausted(t *testing.T) {
 		t.Errorf("RSP %s, want member1 pinned to %d and member2 to 0", rspString(r), total)
 	}
 	if !baselineRecorded(t, r, total, map[string]int64{"member1": 1, "member2": 1}) {
-		t.Errorf("baseline annotation %q", r.Annotations[rebalance.AnnotationState])
+		t.Errorf("baseline annotation %q", r.Annotations[contract.AnnotationRebalance])
 	}
 	eventually(t, 30*time.Second, "policy status lists the shifted RSP and the decision", func(ctx context.Context) (bool, string) {
 		p, err := getPolicy(ctx, pol.Name)
@@ -116,7 +117,7 @@ func TestRebalanceCapacityExhausted(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		_, annotated := r.Annotations[rebalance.AnnotationState]
+		_, annotated := r.Annotations[contract.AnnotationRebalance]
 		return hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1}) && !annotated,
 			fmt.Sprintf("%s annotated=%v", rspString(r), annotated)
 	})
@@ -246,7 +247,7 @@ func TestRebalanceUserEditsBaselineWhileShifted(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !baselineRecorded(t, r, edited, userWeights) {
-		t.Fatalf("baseline annotation %q, want the user's edit", r.Annotations[rebalance.AnnotationState])
+		t.Fatalf("baseline annotation %q, want the user's edit", r.Annotations[contract.AnnotationRebalance])
 	}
 
 	restore()
@@ -271,7 +272,7 @@ func baselineRecorded(t *testing.T, r *fedschedv1a1.ReplicaSchedulingPreference,
 			Clusters      map[string]fedschedv1a1.ClusterPreferences `json:"clusters"`
 		} `json:"baseline"`
 	}
-	if err := json.Unmarshal([]byte(r.Annotations[rebalance.AnnotationState]), &st); err != nil {
+	if err := json.Unmarshal([]byte(r.Annotations[contract.AnnotationRebalance]), &st); err != nil {
 		t.Logf("decoding state annotation: %v", err)
 		return false
 	}

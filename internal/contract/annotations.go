@@ -1,0 +1,43 @@
+// Package contract defines, once, every format fedfailover keeps on
+// objects: the failover.fedfailover.io/* annotation keys and their codecs.
+// Controllers write them; the CLI, the benchmarks and the tests read them.
+// It imports only API types and apimachinery, so a reader of these formats
+// never links a controller.
+package contract
+
+// Prefix starts every annotation key fedfailover owns.
+const Prefix = "failover.fedfailover.io/"
+
+// Node marks, on member Nodes (see NodeMarks).
+const (
+	// AnnotationLostSince is when the node stopped being Ready (RFC 3339).
+	AnnotationLostSince = "failover.fedfailover.io/lost-since"
+	// AnnotationFencedBy is the fencing evidence the action relied on.
+	AnnotationFencedBy = "failover.fedfailover.io/fenced-by"
+	// AnnotationFencedAt is when the action was taken (RFC 3339).
+	AnnotationFencedAt = "failover.fedfailover.io/fenced-at"
+	// AnnotationAction is the recovery method applied.
+	AnnotationAction = "failover.fedfailover.io/action"
+	// AnnotationTaintedBy is "true" when fedfailover added the out-of-service
+	// taint: only then does it remove it.
+	AnnotationTaintedBy = "failover.fedfailover.io/tainted-by-fedfailover"
+	// AnnotationClaims lists, comma-separated, the namespace/claim of the
+	// in-scope pods that were on the node when it was fenced.
+	AnnotationClaims = "failover.fedfailover.io/claims"
+	// AnnotationRecoveredAt is when every tracked claim ran elsewhere again.
+	AnnotationRecoveredAt = "failover.fedfailover.io/recovered-at"
+)
+
+// AnnotationStorm on a member's KubeFedCluster holds the storm guard's
+// state (JSON, see Storm); absent means no storm.
+const AnnotationStorm = "failover.fedfailover.io/storm"
+
+// AnnotationRebalance on a ReplicaSchedulingPreference holds everything the
+// rebalance controller must remember across restarts (JSON, see
+// RebalanceState).
+const AnnotationRebalance = "failover.fedfailover.io/rebalance"
+
+// AnnotationCAPICluster on a KubeFedCluster names the member's Cluster API
+// Cluster when it is not the Cluster of the member's name: "namespace/name",
+// or a bare name (see CAPIClusterRef).
+const AnnotationCAPICluster = "failover.fedfailover.io/capi-cluster"

@@ -1,0 +1,116 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+)
+
+// RebalanceState is the durable state of one managed RSP, kept in
+// AnnotationRebalance: the user's baseline, what was last written and when,
+// and since when each member has been failing or healthy with room. One
+// annotation, so it is written in the same server-side apply as the spec it
+// describes.
+type RebalanceState struct {
+	// Policy is the FailoverPolicy that manages the RSP.
+	Policy   string    `json:"policy,omitempty"`
+	Baseline Placement `json:"baseline"`
+	// Applied is the placement last written; the live spec differing from
+	// it means the user edited the RSP.
+	Applied *Placement `json:"applied,omitempty"`
+	// LastChange is when the controller last changed the RSP (nil: never).
+	LastChange *metav1.Time            `json:"lastChange,omitempty"`
+	Members    map[string]MemberTimers `json:"members,omitempty"`
+}
+
+// Placement is the part of an RSP spec the rebalance controller writes.
+type Placement struct {
+	TotalReplicas int32                                      `json:"totalReplicas"`
+	Clusters      map[string]fedschedv1a1.ClusterPreferences `json:"clusters,omitempty"`
+}
+
+// MemberTimers are the per-member timers behind clusterFailedAfter and the
+// failback stabilization window.
+type MemberTimers struct {
+	// FailingSince: first seen disconnected or not Ready, without a healthy
+	// observation since.
+	FailingSince *metav1.Time `json:"failingSince,omitempty"`
+	// RoomSince: first seen healthy with room, without a bad observation since.
+	RoomSince *metav1.Time `json:"roomSince,omitempty"`
+}
+
+// DecodeRebalanceState reads AnnotationRebalance; nil without error when
+// it is absent (an RSP never touched).
+func DecodeRebalanceState(annotations map[string]string) (*RebalanceState, error) {
+	raw, ok := annotations[AnnotationRebalance]
+	if !ok {
+		return nil, nil
+	}
+	s := &RebalanceState{}
+	if err := json.Unmarshal([]byte(raw), s); err != nil {
+		return nil, fmt.Errorf("decoding annotation %s: %w", AnnotationRebalance, err)
+	}
+	return s, nil
+}
+
+// Encode returns the annotation value.
+func (s *RebalanceState) Encode() string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	return string(b)
+}
+
+// Clone is a copy that shares nothing mutable with s.
+func (s *RebalanceState) Clone() *RebalanceState {
+	if s == nil {
+		return nil
+	}
+	out := *s
+	out.Baseline = s.Baseline.Normalize()
+	if s.Applied != nil {
+		a := s.Applied.Normalize()
+		out.Applied = &a
+	}
+	out.Members = maps.Clone(s.Members)
+	return &out
+}
+
+// Normalize makes placements comparable after a JSON round trip: no empty
+// map, deep copies.
+func (p Placement) Normalize() Placement {
+	out := Placement{TotalReplicas: p.TotalReplicas}
+	if len(p.Clusters) > 0 {
+		out.Clusters = make(map[string]fedschedv1a1.ClusterPreferences, len(p.Clusters))
+		for n, c := range p.Clusters {
+			out.Clusters[n] = *c.DeepCopy()
+		}
+	}
+	return out
+}
+
+// Equal compares what the placement says: total, and per cluster the
+// weight, minReplicas and maxReplicas (unset differs from 0).
+func (p Placement) Equal(o Placement) bool {
+	if p.TotalReplicas != o.TotalReplicas || len(p.Clusters) != len(o.Clusters) {
+		return false
+	}
+	for n, a := range p.Clusters {
+		b, ok := o.Clusters[n]
+		if !ok || a.MinReplicas != b.MinReplicas || a.Weight != b.Weight || !equalPtr(a.MaxReplicas, b.MaxReplicas) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalPtr(a, b *int64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}

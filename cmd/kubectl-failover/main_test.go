@@ -285,7 +285,7 @@ const webState = `{"policy":"default","baseline":{"totalReplicas":4,"clusters":{
 
 // seedHost writes what fedfailover and kubefed would have written: two
 // members (member2 down), a policy with a recovered node and a shifted RSP,
-// and the Machines of member1's nodes.
+// and the Cluster API Cluster and Machines of member1.
 func seedHost(t *testing.T, c client.Client) {
 	t.Helper()
 	ctx := t.Context()
@@ -307,6 +307,10 @@ func seedHost(t *testing.T, c client.Client) {
 	if err := c.Status().Update(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
+	// member1's Cluster API Cluster, found by name: its Machines are the
+	// ones the controllers (and so explain) use.
+	create(t, c, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "member1"},
+		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "member1.invalid", Port: 6443}}})
 	seedMachine(t, c, "m1-node-1", false)
 	seedMachine(t, c, "m1-node-2", true)
 }

@@ -9,10 +9,6 @@ import (
 // DefaultNamespace is where kubefed keeps KubeFedCluster objects and Secrets.
 const DefaultNamespace = "kube-federation-system"
 
-// CAPIClusterAnnotation on a KubeFedCluster names the Cluster API Cluster
-// ("namespace/name") of the member when it is not the Cluster of the same name.
-const CAPIClusterAnnotation = "failover.fedfailover.io/capi-cluster"
-
 // Options configure member connections. Zero values take the defaults below.
 type Options struct {
 	// Namespace holds the KubeFedClusters and their Secrets.

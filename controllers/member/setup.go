@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -24,6 +23,7 @@ import (
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/capimap"
 	"github.com/fedfailover/fedfailover/internal/memberconfig"
 )
 
@@ -156,18 +156,13 @@ func secretTokenOnly(obj any) (any, error) {
 // setupCAPI indexes Machines in the manager's cache. Without the Cluster API
 // CRDs the mapping is off and its methods return ErrCAPIUnavailable.
 func setupCAPI(ctx context.Context, mgr ctrl.Manager, kubefed client.Reader, ns string) (capi, error) {
-	c := capi{kubefed: kubefed, host: mgr.GetClient(), ns: ns}
-	for name, fn := range map[string]client.IndexerFunc{
-		machineClusterIndex: indexMachineCluster,
-		machineNodeIndex:    indexMachineNode,
-	} {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, &clusterv1.Machine{}, name, fn); err != nil {
-			if meta.IsNoMatchError(err) {
-				mgr.GetLogger().Info("Cluster API CRDs not installed: Node to Machine mapping disabled")
-				return c, nil
-			}
-			return c, fmt.Errorf("indexing Machines: %w", err)
+	c := capi{kubefed: kubefed, host: capimap.Reader{Reader: mgr.GetClient(), Indexed: true}, ns: ns}
+	if err := capimap.IndexMachines(ctx, mgr.GetFieldIndexer()); err != nil {
+		if meta.IsNoMatchError(err) {
+			mgr.GetLogger().Info("Cluster API CRDs not installed: Node to Machine mapping disabled")
+			return c, nil
 		}
+		return c, fmt.Errorf("indexing Machines: %w", err)
 	}
 	c.enabled = true
 	return c, nil

@@ -23,6 +23,8 @@ var (
 		"install kubefed v0.10 in the host cluster (its chart's CRDs) and register members with `kubefedctl join`"}
 	resRSPs = resource{"replicaschedulingpreferences.scheduling.kubefed.io",
 		"install kubefed v0.10 in the host cluster (its chart's CRDs)"}
+	resClusters = resource{"clusters.cluster.x-k8s.io",
+		"install the Cluster API CRDs in the host cluster"}
 	resMachines = resource{"machines.cluster.x-k8s.io",
 		"install the Cluster API CRDs in the host cluster"}
 	resNamespaces = resource{"namespaces", ""}

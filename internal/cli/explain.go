@@ -2,23 +2,22 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/capimap"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 )
-
-// capiClusterAnnotation on a KubeFedCluster names its Cluster API Cluster
-// ("namespace/name") when it differs from the member's name.
-const capiClusterAnnotation = "failover.fedfailover.io/capi-cluster"
 
 // Explanation says why a node was or was not recovered.
 type Explanation struct {
@@ -65,32 +64,45 @@ type FencingView struct {
 	AssumeFencedAt *time.Time `json:"assumeFencedAt,omitempty"`
 }
 
-// FindMachine returns the host's Machine of a member node: the one the
-// recovery status names, else the one labelled with the member's Cluster
-// API cluster name whose status.nodeRef is the node. Nil when there is none
-// (or Cluster API is not installed, which is then reported as a note).
+// FindMachine returns the host's Machine of a member node, found as the
+// controllers find it (internal/capimap). Nil with a note when there is
+// none: no Cluster API CRDs, no Cluster for the member, no Machine for the
+// node.
 func FindMachine(ctx context.Context, r client.Reader, s *Snapshot, cluster, node string) (*clusterv1.Machine, string, error) {
-	capiCluster, ns := cluster, ""
+	var annotations map[string]string
 	if k := s.cluster(cluster); k != nil {
-		if ref := k.Annotations[capiClusterAnnotation]; ref != "" {
-			ns, capiCluster, _ = strings.Cut(ref, "/")
-		}
+		annotations = k.Annotations
 	}
-	var list clusterv1.MachineList
-	err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: capiCluster})
+	capi := capimap.Reader{Reader: r}
+	cl, err := capi.Cluster(ctx, cluster, annotations)
 	if err != nil {
-		err = Explain(err, resMachines, ns)
-		if isCRDMissing(err) {
-			return nil, err.Error(), nil
-		}
-		return nil, "", err
+		note, err := mappingNote(err, resClusters, "")
+		return nil, note, err
 	}
-	for i := range list.Items {
-		if list.Items[i].Status.NodeRef.Name == node {
-			return &list.Items[i], "", nil
-		}
+	m, err := capi.MachineForNode(ctx, cl, node)
+	if err != nil {
+		note, err := mappingNote(err, resMachines, cl.Namespace)
+		return nil, note, err
 	}
-	return nil, "", nil
+	return m, "", nil
+}
+
+// mappingNote turns an error of the mapping that only says what is missing
+// into a note; read failures stay errors, explained.
+func mappingNote(err error, res resource, namespace string) (string, error) {
+	if apierrors.IsNotFound(err) && errors.Is(err, capimap.ErrNoCluster) {
+		return err.Error(), nil // the annotated Cluster, not its CRD, is missing
+	}
+	explained := Explain(err, res, namespace)
+	switch {
+	case isCRDMissing(explained):
+		return explained.Error(), nil
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return "", explained
+	case errors.Is(err, capimap.ErrNoCluster), errors.Is(err, capimap.ErrNoMachine):
+		return err.Error(), nil
+	}
+	return "", explained
 }
 
 // BuildExplanation explains one node from the snapshot and its Machine;
@@ -116,8 +128,7 @@ func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Mach
 	case machineNote != "":
 		e.Notes = append(e.Notes, machineNote)
 	default:
-		e.Notes = append(e.Notes, fmt.Sprintf("no Cluster API Machine in the host has status.nodeRef.name=%s and label %s for member %s",
-			node, clusterv1.ClusterNameLabel, cluster))
+		e.Notes = append(e.Notes, fmt.Sprintf("no Cluster API Machine of member %s's Cluster has status.nodeRef.name=%s", cluster, node))
 	}
 	e.Fencing = fencingOf(pol, rec, node, machine, s.Now)
 	e.Notes = append(e.Notes, "the CLI reads only the host cluster: evidence on the member's Node object itself (e.g. the external fence annotation on the Node) is not visible here")

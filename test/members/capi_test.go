@@ -15,6 +15,7 @@ import (
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 func TestNodeMachineMapping(t *testing.T) {
@@ -39,7 +40,7 @@ func TestNodeMachineMapping(t *testing.T) {
 
 	a := f.join(t, "alpha", "alpha", nil)
 	patchKFC(t, f, a, func(k *kubefedv1beta1.KubeFedCluster) {
-		k.Annotations = map[string]string{member.CAPIClusterAnnotation: "capi-prod/alpha-prod"}
+		k.Annotations = map[string]string{contract.AnnotationCAPICluster: "capi-prod/alpha-prod"}
 	})
 	f.join(t, "beta", "beta", nil)
 	h.waitState(t, 10*time.Second, "beta", true, member.ReasonConnected)

@@ -224,7 +224,8 @@ func (l *Lab) restartProc(ctx context.Context, key string, check func(context.Co
 	return &p, nil
 }
 
-// waitTimeout is a small helper for polling loops with a deadline.
+// pollUntil calls cond every `every` until it is true or the timeout (or
+// ctx) ends; the error then carries cond's last error.
 func pollUntil(ctx context.Context, timeout, every time.Duration, cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -41,7 +41,7 @@ func exhaust(t *testing.T) (restore func()) {
 	return restore
 }
 
-// unschedulableSince waits for the workload's member2 pods to be reported
+// waitUnschedulable waits for the workload's member2 pods to be reported
 // Unschedulable and returns the earliest transition.
 func waitUnschedulable(t *testing.T, ns string) time.Time {
 	t.Helper()

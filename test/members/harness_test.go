@@ -111,8 +111,8 @@ func startManager(t *testing.T, f *federation, opts member.Options) *harness {
 	return &harness{cache: c, logs: logs, opts: opts}
 }
 
-// waitConnected waits until the member is connected (or, want=false, not
-// connected with the given reason).
+// waitState waits until the member's connected state is as given, with
+// the given reason unless it is empty.
 func (h *harness) waitState(t *testing.T, timeout time.Duration, cluster string, connected bool, reason string) {
 	t.Helper()
 	eventually(t, timeout, cluster+" state", func() error {

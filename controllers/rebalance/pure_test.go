@@ -58,11 +58,11 @@ func TestAssess(t *testing.T) {
 			obs: observation{Healthy: true, Running: 3, UnschedulableSince: t0}, now: t0.Add(5 * time.Second),
 			state: planner.Exhausted},
 		{name: "never connected by this process, kubefed Ready: unknown, no failing timer (startup grace)",
-			obs: observation{KubefedReady: true, Unknown: true}, prev: memberMarks{FailingSince: at(-time.Hour)}, now: t0,
+			obs: observation{KubefedReady: true, Unknown: true}, prev: contract.MemberTimers{FailingSince: at(-time.Hour)}, now: t0,
 			state: planner.Healthy},
 		{name: "unreachable to fedfailover only: failed, but flagged as kubefed Ready",
-			obs: observation{KubefedReady: true}, prev: memberMarks{FailingSince: at(0)}, now: t0.Add(10 * time.Second),
-			state: planner.Failed, marks: memberMarks{FailingSince: at(0)}, kubefedReady: true},
+			obs: observation{KubefedReady: true}, prev: contract.MemberTimers{FailingSince: at(0)}, now: t0.Add(10 * time.Second),
+			state: planner.Failed, marks: contract.MemberTimers{FailingSince: at(0)}, kubefedReady: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -122,9 +122,14 @@ func decide(in planInput) plan {
 	}
 	p.Phase, p.Message = v1alpha1.RecoveryPhaseFenced, p.Verdict.Message()
 	p.Method = fencing.ChooseMethod(in.Policy.Method, in.ServerMajor, in.ServerMinor)
-	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+	switch p.Method {
+	case "":
+		p.Phase = v1alpha1.RecoveryPhaseSuspended
+		p.Message = "the member API server's version is unknown, so method Auto cannot choose between OutOfServiceTaint and ForceDelete: " +
+			"nothing is done until it is known (or set the method explicitly); " + p.Verdict.Message()
+	case v1alpha1.RecoveryMethodOutOfServiceTaint:
 		p.Step = stepTaint
-	} else {
+	default:
 		p.Step = stepForceDelete
 	}
 	return p

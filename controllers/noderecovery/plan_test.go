@@ -81,6 +81,10 @@ func TestDecide(t *testing.T) {
 			phase: v1alpha1.RecoveryPhaseFenced, step: stepTaint, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{name: "fenced on 1.27: force delete", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 27},
 			phase: v1alpha1.RecoveryPhaseFenced, step: stepForceDelete, method: v1alpha1.RecoveryMethodForceDelete},
+		// The old code guessed ForceDelete for an unknown version.
+		{name: "fenced, Auto, member version unknown: suspended, nothing done",
+			in:    planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy()},
+			phase: v1alpha1.RecoveryPhaseSuspended},
 		{name: "fenced but storm: suspended", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy(), Suspended: true},
 			phase: v1alpha1.RecoveryPhaseSuspended},
 		{name: "fenced but too many nodes not Ready: held", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy(),

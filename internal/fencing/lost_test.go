@@ -105,7 +105,9 @@ func TestChooseMethod(t *testing.T) {
 		{v1alpha1.RecoveryMethodAuto, 1, 37, v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{v1alpha1.RecoveryMethodAuto, 2, 0, v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{v1alpha1.RecoveryMethodAuto, 1, 27, v1alpha1.RecoveryMethodForceDelete},
-		{v1alpha1.RecoveryMethodAuto, 0, 0, v1alpha1.RecoveryMethodForceDelete},
+		{v1alpha1.RecoveryMethodAuto, 0, 0, ""}, // unknown version: no guess
+		{"", 0, 0, ""},
+		{v1alpha1.RecoveryMethodForceDelete, 0, 0, v1alpha1.RecoveryMethodForceDelete},
 		{"", 1, 30, v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{v1alpha1.RecoveryMethodForceDelete, 1, 30, v1alpha1.RecoveryMethodForceDelete},
 		{v1alpha1.RecoveryMethodOutOfServiceTaint, 1, 20, v1alpha1.RecoveryMethodOutOfServiceTaint},

@@ -119,7 +119,7 @@ func Verdict(in Input) Result {
 	checkMachineInfrastructure(&r, in.Policy, in.Node, machine)
 	checkPoweredOff(&r, in.Policy, machine)
 	checkExternalFence(&r, in.Policy, in.Node, machine)
-	checkAssumeFencedAfter(&r, in.Policy, in.LostSince, in.Now)
+	checkAssumeFencedAfter(&r, in.Policy, in.Node, in.LostSince, in.Now)
 	r.Fenced = len(r.Found) > 0
 	if r.Fenced {
 		r.Reason = string(r.Found[0].Kind)
@@ -286,13 +286,20 @@ func checkExternalFence(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, m 
 }
 
 // checkAssumeFencedAfter needs a known lost-since time and a positive
-// duration; an unparsable duration (zero) never assumes anything.
-func checkAssumeFencedAfter(r *Result, p v1alpha1.FencingSpec, lostSince, now time.Time) {
+// duration; an unparsable duration (zero) never assumes anything. It counts
+// only for a node that stopped reporting (Ready=Unknown): Ready=False is
+// its kubelet saying it is alive and unhealthy, which no timeout turns into
+// "off".
+func checkAssumeFencedAfter(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, lostSince, now time.Time) {
 	if p.AssumeFencedAfter == nil {
 		return
 	}
 	after := p.AssumeFencedAfter.Get()
+	ready := nodecond.Ready(node)
 	switch {
+	case ready != nil && ready.Status == corev1.ConditionFalse:
+		r.Missing = append(r.Missing, "assumeFencedAfter counts only for a node that stopped reporting (Ready=Unknown); "+
+			"this node's kubelet reports Ready=False, so it is running")
 	case after <= 0:
 		r.Missing = append(r.Missing, fmt.Sprintf("assumeFencedAfter %q is not a positive duration", string(*p.AssumeFencedAfter)))
 	case lostSince.IsZero():

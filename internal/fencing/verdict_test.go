@@ -140,7 +140,7 @@ func TestVerdict(t *testing.T) {
 			now: now, wantReason: ReasonNoFencingEvidence, wantMiss: []string{"unknown"}},
 		{name: "assumeFencedAfter invalid", node: lost, policy: v1alpha1.FencingSpec{AssumeFencedAfter: ptrDuration("soon")},
 			lostSince: t0, now: t0.Add(time.Hour), wantReason: ReasonNoFencingEvidence, wantMiss: []string{"not a positive duration"}},
-		{name: "every kind found, in fixed order", node: node("n1", corev1.ConditionFalse, t0, map[string]string{fenceKey: "true"}),
+		{name: "every kind found, in fixed order", node: node("n1", corev1.ConditionUnknown, t0, map[string]string{fenceKey: "true"}),
 			machine: machine(deleting, infraDeleted, poweredOff), policy: allEvidence(), lostSince: t0, now: t0.Add(time.Hour),
 			wantFenced: true, wantReason: string(EvidenceMachineInfrastructureDeleted),
 			wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted, EvidenceMachinePoweredOff, EvidenceExternalFence, EvidenceAssumeFencedAfter}},
@@ -173,8 +173,23 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// TestAssumeFencedAfterOnlyForSilentNodes: a node whose kubelet reports
+// Ready=False is alive, however long; only a node that stopped reporting
+// (Ready=Unknown) can be assumed off. Fenced on the old code.
+func TestAssumeFencedAfterOnlyForSilentNodes(t *testing.T) {
+	spec := v1alpha1.FencingSpec{AssumeFencedAfter: ptrDuration("5m")}
+	alive := Verdict(Input{Node: node("n1", corev1.ConditionFalse, t0, nil), Policy: spec, LostSince: t0, Now: t0.Add(time.Hour)})
+	if alive.Fenced || !strings.Contains(alive.Message(), "Ready=False") {
+		t.Fatalf("Ready=False node: %+v, want not fenced and the reason", alive)
+	}
+	silent := Verdict(Input{Node: node("n1", corev1.ConditionUnknown, t0, nil), Policy: spec, LostSince: t0, Now: t0.Add(time.Hour)})
+	if !silent.Fenced || silent.Reason != string(EvidenceAssumeFencedAfter) {
+		t.Fatalf("Ready=Unknown node lost for an hour: %+v, want fenced by %s", silent, EvidenceAssumeFencedAfter)
+	}
+}
+
 func TestVerdictAssumeFencedAt(t *testing.T) {
-	lost := node("n1", corev1.ConditionFalse, t0, nil)
+	lost := node("n1", corev1.ConditionUnknown, t0, nil)
 	got := Verdict(Input{Node: lost, Policy: v1alpha1.FencingSpec{AssumeFencedAfter: ptrDuration("5m")}, LostSince: t0, Now: t0.Add(time.Minute)})
 	if want := t0.Add(5 * time.Minute); !got.AssumeFencedAt.Equal(want) {
 		t.Fatalf("AssumeFencedAt = %v, want %v", got.AssumeFencedAt, want)

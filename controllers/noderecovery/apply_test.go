@@ -3,6 +3,7 @@ package noderecovery
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -366,5 +367,33 @@ func TestMemberNotConnected(t *testing.T) {
 	}
 	if _, err := w.r.members.GetClient(context.Background(), "member2"); !errors.Is(err, member.ErrNotConnected) {
 		t.Fatalf("fake returns %v, want ErrNotConnected", err)
+	}
+}
+
+// TestForgedMarksDeleteNothing copies every mark fedfailover ever writes
+// onto a node that is only partitioned (not Ready, Machine alive): no pod
+// and no attachment may go, and the recovery is Blocked with the reason.
+// On the old code the marks alone made every pass force-delete.
+func TestForgedMarksDeleteNothing(t *testing.T) {
+	forged := lostNode("n1", t0.Add(-time.Minute))
+	forged.Annotations = contract.NodeMarks{LostSince: t0.Add(-time.Minute), FencedBy: "MachineInfrastructureDeleted",
+		FencedAt: t0.Add(-30 * time.Second), Action: v1alpha1.RecoveryMethodForceDelete, TaintedByUs: true,
+		Claims: []string{"default/data-db-0"}}.Annotations()
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), false, livingMachine(),
+		forged, readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	for range 3 {
+		w.pass()
+		w.now = w.now.Add(time.Second)
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("forged marks got the pod of a live node force-deleted")
+	}
+	if !w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
+		t.Fatal("forged marks got the attachment of a live node deleted")
+	}
+	rec := w.recoveries()
+	if len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked || !strings.Contains(rec[0].Message, "no fencing evidence now") {
+		t.Fatalf("recoveries = %+v, want one Blocked saying the marks are not evidence", rec)
 	}
 }

@@ -136,7 +136,9 @@ func decide(in planInput) plan {
 }
 
 // decideActed continues a recovery whose action is already recorded on the
-// node: nothing is decided again, so a restart repeats nothing.
+// node. The marks say what was done; they never authorize more: anyone with
+// nodes/patch can write them, and they may be left from an earlier incident.
+// Every further force deletion needs a fencing verdict computed now.
 func decideActed(in planInput, p plan) plan {
 	p.Method, p.LostSince = p.Marks.Action, p.Marks.LostSince
 	p.Phase, p.Step = v1alpha1.RecoveryPhaseRecovering, stepTrack
@@ -147,6 +149,14 @@ func decideActed(in planInput, p plan) plan {
 	case in.Suspended:
 		p.Message += "; further force deletion suspended (storm)"
 	case in.Policy != nil:
+		p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing,
+			LostSince: fencing.NotReadySince(in.Node), Now: in.Now})
+		if !p.Verdict.Fenced {
+			p.Phase = v1alpha1.RecoveryPhaseBlocked
+			p.Message = fmt.Sprintf("the node's marks record %s, but there is no fencing evidence now, so nothing more is deleted: %s",
+				p.Marks.Action, p.Verdict.Message())
+			return p
+		}
 		// Both methods force-delete the in-scope pods of the fenced node: with
 		// the taint this is what pod GC does, but only every 20 s. Without a
 		// policy the pod scope is unknown: deleting nothing is safe.

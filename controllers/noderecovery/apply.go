@@ -2,6 +2,7 @@ package noderecovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -93,6 +94,9 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 // in one optimistic-locked patch: if the node changed since we read it (it
 // may have become Ready), the patch fails and the next pass decides again.
 func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+	if err := r.confirmFenced(ctx, v, n.Name, n); err != nil {
+		return r.notProven(ctx, v, n, p, err)
+	}
 	now := r.now()
 	upd := n.DeepCopy()
 	if upd.Annotations == nil {
@@ -123,6 +127,15 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx)
 	pods := slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)
+	if len(pods) > 0 || len(v.vas[n.Name]) > 0 {
+		var cached *corev1.Node
+		if n.UID != "" {
+			cached = n
+		}
+		if err := r.confirmFenced(ctx, v, n.Name, cached); err != nil {
+			return r.notProven(ctx, v, n, p, err)
+		}
+	}
 	for _, pod := range pods {
 		uid := pod.UID
 		err := v.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
@@ -319,6 +332,14 @@ func (r *Reconciler) deleteMachine(ctx context.Context, v *memberView, n *corev1
 				fmt.Sprintf("dry run: would delete Machine %s/%s to fence the node", m.Namespace, m.Name))
 		}
 		return nil
+	}
+	if err := r.confirmStillLost(ctx, v, n); err != nil {
+		var np *errNotProvenLive
+		if errors.As(err, &np) {
+			p.Message += "; Machine deletion not requested: " + np.why
+			return nil
+		}
+		return err
 	}
 	uid, rv := m.UID, m.ResourceVersion
 	if err := r.host.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {

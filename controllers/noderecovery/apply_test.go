@@ -33,6 +33,7 @@ import (
 type fakeMembers struct {
 	name     string
 	client   client.Client
+	live     client.Client // the API server itself; nil: the same as client (no cache lag)
 	machines map[string]*clusterv1.Machine
 }
 
@@ -41,6 +42,13 @@ func (f *fakeMembers) GetClient(_ context.Context, cluster string) (client.Clien
 		return nil, &member.NotConnectedError{Cluster: cluster, Reason: "not a joined member"}
 	}
 	return f.client, nil
+}
+
+func (f *fakeMembers) GetUncachedClient(ctx context.Context, cluster string) (client.Client, error) {
+	if f.live != nil && cluster == f.name {
+		return f.live, nil
+	}
+	return f.GetClient(ctx, cluster)
 }
 
 func (f *fakeMembers) ServerVersion(string) (*version.Info, error) {
@@ -81,7 +89,14 @@ func newRecoveryWorld(t *testing.T, spec *v1alpha1.NodeRecoverySpec, dryRun bool
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))},
 		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: spec, DryRun: dryRun}}
 	kfc := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Name: "member1", Namespace: member.DefaultNamespace}}
-	host := fake.NewClientBuilder().WithScheme(hs).WithObjects(pol, kfc).WithStatusSubresource(pol).Build()
+	hostObjs := []client.Object{pol, kfc}
+	if machine != nil {
+		// The cache's Machine and the host's are the same object: the live
+		// re-read before a deletion finds it.
+		machine.UID = "uid-machine-" + types.UID(machine.Name)
+		hostObjs = append(hostObjs, machine.DeepCopy())
+	}
+	host := fake.NewClientBuilder().WithScheme(hs).WithObjects(hostObjs...).WithStatusSubresource(pol).Build()
 	mc := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(memberObjs...).Build()
 	w := &recoveryWorld{t: t, host: host, member: mc, now: t0}
 	fm := &fakeMembers{name: "member1", client: mc}
@@ -396,4 +411,54 @@ func TestForgedMarksDeleteNothing(t *testing.T) {
 	if len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked || !strings.Contains(rec[0].Message, "no fencing evidence now") {
 		t.Fatalf("recoveries = %+v, want one Blocked saying the marks are not evidence", rec)
 	}
+}
+
+// TestLiveRecheckStopsStaleDecisions: the member cache still shows the node
+// lost and its Machine's infrastructure deleted, but the API servers say
+// otherwise (the node is Ready again; the Machine was replaced under the
+// same name). Nothing destructive may be written on the cached view alone.
+func TestLiveRecheckStopsStaleDecisions(t *testing.T) {
+	objs := func() []client.Object {
+		return []client.Object{lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
+			boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true)}
+	}
+	check := func(t *testing.T, w *recoveryWorld) {
+		t.Helper()
+		w.pass()
+		if hasOutOfServiceTaint(w.node("n1")) || contract.HasNodeMarks(w.node("n1").Annotations) {
+			t.Fatal("node tainted or marked on a stale cache")
+		}
+		if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+			t.Fatal("pod force-deleted on a stale cache")
+		}
+		rec := w.recoveries()
+		if len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked || !strings.Contains(rec[0].Message, "live read") {
+			t.Fatalf("recoveries = %+v, want Blocked by the live re-read", rec)
+		}
+	}
+	t.Run("node Ready again on the API server", func(t *testing.T) {
+		w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(), objs()...)
+		live := readyNode("n1")
+		w.r.members.(*fakeMembers).live = fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(live).Build()
+		check(t, w)
+	})
+	t.Run("Machine replaced under the same name", func(t *testing.T) {
+		w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), false, deletedMachine(), objs()...)
+		old := &clusterv1.Machine{}
+		if err := w.host.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "n1"}, old); err != nil {
+			t.Fatal(err)
+		}
+		// The old Machine finishes deleting; the host now holds a new,
+		// healthy Machine of that name, while the cache still has the old one.
+		old.Finalizers = nil
+		if err := w.host.Update(context.Background(), old); err != nil {
+			t.Fatal(err)
+		}
+		fresh := livingMachine()
+		fresh.UID = "uid-machine-replacement"
+		if err := w.host.Create(context.Background(), fresh); err != nil {
+			t.Fatal(err)
+		}
+		check(t, w)
+	})
 }

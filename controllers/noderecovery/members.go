@@ -14,6 +14,9 @@ import (
 // *member.Cache in production, a fake in unit tests of the apply steps.
 type memberAccess interface {
 	GetClient(ctx context.Context, cluster string) (client.Client, error)
+	// GetUncachedClient reads from the member's API server: the live re-read
+	// before every destructive write.
+	GetUncachedClient(ctx context.Context, cluster string) (client.Client, error)
 	ServerVersion(cluster string) (*version.Info, error)
 	MachinesByNode(ctx context.Context, cluster string) (map[string]*clusterv1.Machine, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error

@@ -1,0 +1,124 @@
+package noderecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/fencing"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
+)
+
+// errNotProvenLive stops a destructive write whose proof did not hold when
+// re-read from the API servers; the next pass decides again.
+type errNotProvenLive struct{ why string }
+
+func (e *errNotProvenLive) Error() string { return "not proven fenced on a live read: " + e.why }
+
+// confirmFenced re-reads the Node from the member's API server and its
+// Machine from the host's, and runs the fencing verdict again, right before a
+// destructive write. The caches can lag (the node may be Ready again, its
+// Machine replaced, the Node re-created under the same name), and the write
+// needs proof from now, for the same Node (UID) and the same Machine (UID,
+// nodeRef). cached is the Node the pass decided on; nil for a deleted Node.
+func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node) error {
+	if v.policy == nil {
+		return &errNotProvenLive{why: "no policy governs the member"}
+	}
+	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	if err != nil {
+		return err
+	}
+	live := &corev1.Node{}
+	switch err := uncached.Get(ctx, client.ObjectKey{Name: name}, live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return fmt.Errorf("reading node %s live: %w", name, err)
+	}
+	switch {
+	case cached == nil && live != nil:
+		return &errNotProvenLive{why: fmt.Sprintf("a Node named %s exists again (uid %s)", name, live.UID)}
+	case cached != nil && live == nil:
+		return &errNotProvenLive{why: fmt.Sprintf("node %s was deleted since it was read", name)}
+	case cached != nil && live.UID != cached.UID:
+		return &errNotProvenLive{why: fmt.Sprintf("node %s was re-created (uid %s, decided on %s)", name, live.UID, cached.UID)}
+	}
+	m, err := r.liveMachine(ctx, v.machines[name], name)
+	if err != nil {
+		return err
+	}
+	res := fencing.Verdict(fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
+		LostSince: fencing.NotReadySince(live), Now: r.now()})
+	if !res.Fenced {
+		return &errNotProvenLive{why: res.Message()}
+	}
+	return nil
+}
+
+// liveMachine re-reads the cached Machine of node from the host API server;
+// nil when there was none or it is gone. A different Machine under the same
+// name, or one that now names another node, is not this node's.
+func (r *Reconciler) liveMachine(ctx context.Context, cached *clusterv1.Machine, node string) (*clusterv1.Machine, error) {
+	if cached == nil {
+		return nil, nil
+	}
+	m := &clusterv1.Machine{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading Machine %s/%s live: %w", cached.Namespace, cached.Name, err)
+	}
+	if m.UID != cached.UID || (m.Status.NodeRef.Name != "" && m.Status.NodeRef.Name != node) {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// notProven turns a failed live confirmation into a Blocked recovery (and
+// an event on the transition); other errors fail the pass.
+func (r *Reconciler) notProven(ctx context.Context, v *memberView, n *corev1.Node, p *plan, err error) (time.Duration, error) {
+	var np *errNotProvenLive
+	if !errors.As(err, &np) {
+		return 0, err
+	}
+	p.Phase = v1alpha1.RecoveryPhaseBlocked
+	p.Step = stepNone
+	p.Message = "nothing deleted: " + np.Error()
+	if r.store.changed(v.cluster, n.Name, transitionBlocked) {
+		r.report(ctx, v, n, corev1.EventTypeWarning, ReasonFencingBlocked, "Block", p.Message)
+	}
+	return forceDeleteRecheck, nil
+}
+
+// confirmStillLost re-reads the Node from the member's API server before a
+// Machine deletion is requested: it must be the same Node, still not Ready.
+// (The Machine itself is deleted with UID and resourceVersion preconditions.)
+func (r *Reconciler) confirmStillLost(ctx context.Context, v *memberView, n *corev1.Node) error {
+	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	if err != nil {
+		return err
+	}
+	live := &corev1.Node{}
+	if err := uncached.Get(ctx, client.ObjectKeyFromObject(n), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &errNotProvenLive{why: "the node was deleted since it was read"}
+		}
+		return fmt.Errorf("reading node %s live: %w", n.Name, err)
+	}
+	switch {
+	case live.UID != n.UID:
+		return &errNotProvenLive{why: fmt.Sprintf("node %s was re-created (uid %s)", n.Name, live.UID)}
+	case nodecond.IsReady(live):
+		return &errNotProvenLive{why: fmt.Sprintf("node %s is Ready again", n.Name)}
+	}
+	return nil
+}

@@ -160,7 +160,8 @@ func transformNode(obj any) (any, error) {
 			Labels:      shared.strMap(n.Labels, n.Name, true),
 			Annotations: shared.strMap(withoutLastApplied(n.Annotations), n.Name, false),
 		},
-		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
+		// providerID ties the Node to its Machine: node recovery compares them.
+		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable, ProviderID: n.Spec.ProviderID},
 		Status: corev1.NodeStatus{
 			Allocatable: shared.list(n.Status.Allocatable),
 		},

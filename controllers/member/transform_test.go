@@ -296,7 +296,8 @@ func TestTransformNodeKeepsWhatDecisionsUse(t *testing.T) {
 			t.Errorf("node %d: metadata %+v", i, got.ObjectMeta)
 		case !reflect.DeepEqual(got.Labels, in.Labels), !reflect.DeepEqual(got.Annotations, wantAnn):
 			t.Errorf("node %d: labels %v, annotations %v", i, got.Labels, got.Annotations)
-		case !equality.Semantic.DeepEqual(got.Spec.Taints, in.Spec.Taints), got.Spec.Unschedulable != in.Spec.Unschedulable:
+		case !equality.Semantic.DeepEqual(got.Spec.Taints, in.Spec.Taints), got.Spec.Unschedulable != in.Spec.Unschedulable,
+			got.Spec.ProviderID != in.Spec.ProviderID:
 			t.Errorf("node %d: spec %+v", i, got.Spec)
 		case !equality.Semantic.DeepEqual(got.Status.Allocatable, in.Status.Allocatable):
 			t.Errorf("node %d: allocatable %v", i, got.Status.Allocatable)
@@ -313,7 +314,7 @@ func TestTransformNodeKeepsWhatDecisionsUse(t *testing.T) {
 			}
 		}
 		if got.Status.Images != nil || got.Status.Capacity != nil || got.Status.Addresses != nil ||
-			got.Status.NodeInfo != (corev1.NodeSystemInfo{}) || got.ManagedFields != nil || got.Spec.ProviderID != "" {
+			got.Status.NodeInfo != (corev1.NodeSystemInfo{}) || got.ManagedFields != nil {
 			t.Errorf("node %d: dropped fields kept: %+v", i, got)
 		}
 		if again := transformedNode(t, got); !equality.Semantic.DeepEqual(again, got) {

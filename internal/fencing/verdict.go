@@ -134,14 +134,20 @@ func anyEvidenceEnabled(p v1alpha1.FencingSpec) bool {
 		p.ExternalFenceAnnotation != "" || p.AssumeFencedAfter != nil
 }
 
-// machineOfNode ignores a Machine that names a different node: its evidence
-// would be about another host.
+// machineOfNode ignores a Machine that names a different node, or whose
+// providerID differs from the Node's: its evidence would be about another
+// host (a replacement Machine reusing the node name, a re-created Node).
 func machineOfNode(node *corev1.Node, m *clusterv1.Machine) (*clusterv1.Machine, string) {
-	if m == nil || node == nil || m.Status.NodeRef.Name == "" || m.Status.NodeRef.Name == node.Name {
+	if m == nil || node == nil {
 		return m, ""
 	}
-	return nil, fmt.Sprintf("Machine %s refers to node %s, not %s: its evidence is ignored",
-		machineName(m), m.Status.NodeRef.Name, node.Name)
+	if ref := m.Status.NodeRef.Name; ref != "" && ref != node.Name {
+		return nil, fmt.Sprintf("Machine %s refers to node %s, not %s: its evidence is ignored", machineName(m), ref, node.Name)
+	}
+	if mp, np := m.Spec.ProviderID, node.Spec.ProviderID; mp != "" && np != "" && mp != np {
+		return nil, fmt.Sprintf("Machine %s has providerID %s, node %s has %s: its evidence is ignored", machineName(m), mp, node.Name, np)
+	}
+	return m, ""
 }
 
 func checkMachineInfrastructure(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, m *clusterv1.Machine) {

@@ -93,6 +93,14 @@ func TestVerdict(t *testing.T) {
 			wantReason: ReasonNoFencingEvidence, wantMiss: []string{fenceKey}},
 		{name: "machine of another node is ignored", node: lost, machine: machine(nodeRef("other"), deleting, infraDeleted),
 			policy: onlyInfra(), now: now, wantReason: ReasonNoFencingEvidence, wantMiss: []string{"refers to node other"}},
+		{name: "machine of another host (providerID differs) is ignored",
+			node: withProviderID(node("n1", corev1.ConditionUnknown, t0, nil), "kwok://n1-new"),
+			machine: machine(providerID("kwok://n1"), deleting, infraDeleted), policy: onlyInfra(), now: now,
+			wantReason: ReasonNoFencingEvidence, wantMiss: []string{"has providerID kwok://n1"}},
+		{name: "same providerID: evidence counts",
+			node: withProviderID(node("n1", corev1.ConditionUnknown, t0, nil), "kwok://n1"),
+			machine: machine(providerID("kwok://n1"), deleting, infraDeleted), policy: onlyInfra(), now: now,
+			wantFenced: true, wantReason: string(EvidenceMachineInfrastructureDeleted), wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted}},
 		{name: "node deleted, machine infra deleted out of band", node: nil, machine: machine(infraDeleted),
 			policy: onlyInfra(), now: now, wantFenced: true, wantReason: string(EvidenceNodeDeletedInfrastructureGone),
 			wantFound: []EvidenceKind{EvidenceNodeDeletedInfrastructureGone}},
@@ -231,3 +239,10 @@ func equalKinds(a, b []EvidenceKind) bool {
 	}
 	return true
 }
+
+func withProviderID(n *corev1.Node, id string) *corev1.Node {
+	n.Spec.ProviderID = id
+	return n
+}
+
+func providerID(id string) machineOpt { return func(m *clusterv1.Machine) { m.Spec.ProviderID = id } }

@@ -485,6 +485,15 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	marked := waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
+	// The event follows the taint patch; stopping in between would lose it
+	// (events are best effort) and this test counts it.
+	eventually(t, 10*time.Second, "taint event written", func(ctx context.Context) (bool, string) {
+		evs, err := nodeEvents(ctx, cl, node, testStart)
+		if err != nil {
+			return false, err.Error()
+		}
+		return countOf(evs, noderecovery.ReasonOutOfServiceTainted) == 1, fmt.Sprintf("events %v", evs)
+	})
 	first.stop()
 	fencedAt := marked.Annotations[contract.AnnotationFencedAt]
 	repl := runningPod(t, cl, ns, "db", 90*time.Second, node)

@@ -247,25 +247,14 @@ type FailbackSpec struct {
 	MakeBeforeBreak bool `json:"makeBeforeBreak"`
 }
 
-// Condition types of a FailoverPolicy.
-const (
-	// ConditionReady is True when the policy is valid and being enforced.
-	ConditionReady = "Ready"
-	// ConditionMembersConnected is True when every selected member is connected.
-	ConditionMembersConnected = "MembersConnected"
-	// ConditionStormActive is True while a member has more lost nodes than maxUnhealthy.
-	ConditionStormActive = "StormActive"
-	// ConditionFencingBlocked is True while a lost node cannot be recovered for lack of evidence.
-	ConditionFencingBlocked = "FencingBlocked"
-)
-
 // FailoverPolicyStatus is the observed state of a FailoverPolicy.
 type FailoverPolicyStatus struct {
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, MembersConnected, StormActive, FencingBlocked.
+	// Conditions: Ready, MembersConnected, StormActive, FencingBlocked,
+	// Rebalancing.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

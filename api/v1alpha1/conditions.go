@@ -1,0 +1,69 @@
+package v1alpha1
+
+// Condition types of a FailoverPolicy. Each is written by one controller
+// with its own server-side apply field manager; Ready summarises the others.
+const (
+	// ConditionReady is True when the policy is valid and enforced; False,
+	// with the reason of what stops it, while a selector is invalid, no
+	// member is selected, a storm suspends recovery or a lost node waits
+	// for fencing evidence.
+	ConditionReady = "Ready"
+	// ConditionMembersConnected is True when every selected member is connected.
+	ConditionMembersConnected = "MembersConnected"
+	// ConditionStormActive is True while a member has more lost nodes than maxUnhealthy.
+	ConditionStormActive = "StormActive"
+	// ConditionFencingBlocked is True while a lost node cannot be recovered for lack of evidence.
+	ConditionFencingBlocked = "FencingBlocked"
+	// ConditionRebalancing is True while a managed ReplicaSchedulingPreference
+	// is away from its baseline (or held); its reason is the placement.
+	ConditionRebalancing = "Rebalancing"
+)
+
+// Reasons of the Ready condition. When Ready is False its reason is the
+// reason of the condition (or selector) that stops the policy, one of the
+// constants below.
+const (
+	// ReasonEnforcing: Ready=True, nothing stops the policy.
+	ReasonEnforcing = "Enforcing"
+	// ReasonInvalidSelector: a label selector of the spec cannot be parsed;
+	// the message names the field. The policy acts on nothing new.
+	ReasonInvalidSelector = "InvalidSelector"
+)
+
+// Reasons of the MembersConnected condition.
+const (
+	ReasonAllConnected        = "AllConnected"
+	ReasonMembersNotConnected = "MembersNotConnected"
+	// ReasonNoMembers: no KubeFedCluster matches spec.clusterSelector.
+	ReasonNoMembers = "NoMembers"
+	// ReasonListFailed: the KubeFedClusters could not be read (status Unknown).
+	ReasonListFailed = "ListFailed"
+)
+
+// Reasons of the StormActive condition.
+const (
+	ReasonStormActive = "StormActive"
+	ReasonNoStorm     = "NoStorm"
+)
+
+// Reasons of the FencingBlocked condition.
+const (
+	ReasonNoFencingEvidence = "NoFencingEvidence"
+	ReasonNoBlockedNodes    = "NoBlockedNodes"
+)
+
+// Reasons of the Rebalancing condition: the placement of the policy's
+// RSPs, the first that applies to any of them in this order.
+const (
+	// ReasonRebalanceHeld: an RSP the policy manages is left as it is
+	// because the policy's selectors cannot be parsed.
+	ReasonRebalanceHeld = "Held"
+	// ReasonShifted: replicas are moved away from a member that is failed
+	// or out of capacity now.
+	ReasonShifted = "Shifted"
+	// ReasonFailingBack: shifted, but every member is healthy again: the
+	// placement is returning to the baseline.
+	ReasonFailingBack = "FailingBack"
+	// ReasonAtBaseline: every managed RSP is at its baseline (False).
+	ReasonAtBaseline = "AtBaseline"
+)

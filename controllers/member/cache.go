@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,6 +33,9 @@ type Cache struct {
 	scheme *runtime.Scheme // of the member clusters
 	now    func() time.Time
 	capi   capi
+	// kubefed reads KubeFedClusters and Secrets in the kubefed namespace
+	// (see KubeFedClusters).
+	kubefed cluster.Cluster
 
 	mu      sync.RWMutex
 	members map[string]*memberState

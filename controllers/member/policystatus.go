@@ -8,13 +8,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/policy"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
@@ -22,25 +21,18 @@ import (
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;update;patch
 
 // StatusFieldOwner is the server-side apply field manager of the member
-// fields of FailoverPolicy status. Other controllers that fill other fields
-// of status.members[] (lostNodes, fencedNodes, stormActive) apply them with
-// their own field manager, so neither overwrites the other.
+// fields of FailoverPolicy status (members, connectedMembers,
+// observedGeneration) and of the MembersConnected and Ready conditions.
+// Node recovery and rebalance apply their fields with their own managers,
+// so none overwrites another.
 const StatusFieldOwner = "fedfailover-members"
 
-// Condition reasons of MembersConnected.
-const (
-	ReasonAllConnected     = "AllConnected"
-	ReasonSomeDisconnected = "MembersNotConnected"
-	ReasonNoMembers        = "NoMembers"
-	ReasonInvalidSelector  = "InvalidClusterSelector"
-)
-
-// policyStatusReconciler writes status.members, status.connectedMembers and
-// the MembersConnected condition of each FailoverPolicy.
+// policyStatusReconciler writes status.members, status.connectedMembers,
+// the MembersConnected condition and the Ready summary of each
+// FailoverPolicy.
 type policyStatusReconciler struct {
-	client  client.Client
-	kubefed client.Reader
-	cache   *Cache
+	client client.Client
+	cache  *Cache
 }
 
 func (r *policyStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -57,24 +49,19 @@ func (r *policyStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request
 }
 
 func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.FailoverPolicy) ([]v1alpha1.MemberStatus, metav1.Condition) {
-	cond := metav1.Condition{Type: v1alpha1.ConditionMembersConnected, ObservedGeneration: pol.Generation}
-	sel := labels.Everything()
-	if pol.Spec.ClusterSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(pol.Spec.ClusterSelector)
-		if err != nil {
-			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalidSelector, err.Error()
-			return nil, cond
-		}
-		sel = s
+	cond := func(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return policystatus.Condition(pol, v1alpha1.ConditionMembersConnected, status, reason, msg)
 	}
-	var kfcs kubefedv1beta1.KubeFedClusterList
-	if err := r.kubefed.List(ctx, &kfcs, client.InNamespace(r.cache.opts.Namespace),
-		client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, "ListFailed", err.Error()
-		return nil, cond
+	sel, err := policy.Clusters(pol)
+	if err != nil {
+		return nil, cond(metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, err.Error())
 	}
-	names := make([]string, 0, len(kfcs.Items))
-	for _, k := range kfcs.Items {
+	kfcs, err := r.cache.KubeFedClusters(ctx, sel)
+	if err != nil {
+		return nil, cond(metav1.ConditionUnknown, v1alpha1.ReasonListFailed, err.Error())
+	}
+	names := make([]string, 0, len(kfcs))
+	for _, k := range kfcs {
 		names = append(names, k.Name)
 	}
 	slices.Sort(names)
@@ -89,31 +76,12 @@ func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.Fail
 	}
 	switch {
 	case len(members) == 0:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonNoMembers, "no KubeFedCluster matches clusterSelector"
+		return members, cond(metav1.ConditionFalse, v1alpha1.ReasonNoMembers, "no KubeFedCluster matches "+policy.FieldClusterSelector)
 	case len(down) == 0:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, ReasonAllConnected,
-			fmt.Sprintf("all %d members connected", len(members))
-	default:
-		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonSomeDisconnected
-		cond.Message = fmt.Sprintf("%d of %d members not connected: %s", len(down), len(members), strings.Join(down, ", "))
+		return members, cond(metav1.ConditionTrue, v1alpha1.ReasonAllConnected, fmt.Sprintf("all %d members connected", len(members)))
 	}
-	return members, cond
-}
-
-// readyCondition says whether the policy is being enforced: admission has
-// already validated it, so it is Ready unless it selects no member or its
-// selector cannot be used. Disconnected members are MembersConnected's news.
-func readyCondition(pol *v1alpha1.FailoverPolicy, members metav1.Condition) metav1.Condition {
-	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: pol.Generation,
-		Status: metav1.ConditionTrue, Reason: "Enforcing", Message: "policy is enforced on its members"}
-	switch members.Reason {
-	case ReasonInvalidSelector, ReasonNoMembers, "ListFailed":
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, members.Reason, members.Message
-	}
-	if pol.Spec.DryRun {
-		ready.Message = "dry run: decisions are reported, nothing is changed"
-	}
-	return ready
+	return members, cond(metav1.ConditionFalse, v1alpha1.ReasonMembersNotConnected,
+		fmt.Sprintf("%d of %d members not connected: %s", len(down), len(members), strings.Join(down, ", ")))
 }
 
 // keepFreshProbeTimes reuses the recorded lastProbeTime while it is younger
@@ -132,24 +100,23 @@ func (r *policyStatusReconciler) keepFreshProbeTimes(pol *v1alpha1.FailoverPolic
 	}
 }
 
-// apply writes the member fields with server-side apply. An unchanged
-// status is a no-op for the API server.
+// apply writes the member fields and Ready with server-side apply. Ready
+// summarises this controller's condition and the other controllers' (see
+// policystatus.Ready). An unchanged status is a no-op for the API server.
 func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus, cond metav1.Condition) error {
-	conds := slices.Clone(pol.Status.Conditions)
-	meta.SetStatusCondition(&conds, cond) // keeps lastTransitionTime unless the status flips
 	var connected int32
 	for _, m := range members {
 		if m.Connected {
 			connected++
 		}
 	}
-	meta.SetStatusCondition(&conds, readyCondition(pol, cond))
+	conds := slices.Clone(pol.Status.Conditions)
+	meta.SetStatusCondition(&conds, cond)
 	status := v1alpha1.FailoverPolicyStatus{
 		ObservedGeneration: pol.Generation,
 		Members:            members,
 		ConnectedMembers:   connected,
-		Conditions: []metav1.Condition{*meta.FindStatusCondition(conds, cond.Type),
-			*meta.FindStatusCondition(conds, v1alpha1.ConditionReady)},
+		Conditions:         policystatus.Conditions(pol, cond, policystatus.Ready(pol, conds)),
 	}
 	return policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status)
 }

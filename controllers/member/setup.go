@@ -25,6 +25,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/capimap"
 	"github.com/fedfailover/fedfailover/internal/memberconfig"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 const secretRefIndex = "fedfailover.kubefedcluster.secretRef"
@@ -44,6 +45,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 	if err != nil {
 		return nil, err
 	}
+	c.kubefed = kubefed
 	if err := kubefed.GetFieldIndexer().IndexField(ctx, &kubefedv1beta1.KubeFedCluster{}, secretRefIndex,
 		func(o client.Object) []string {
 			return []string{o.(*kubefedv1beta1.KubeFedCluster).Spec.SecretRef.Name}
@@ -96,13 +98,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 	if opts.DisablePolicyStatus {
 		return c, nil
 	}
-	pr := &policyStatusReconciler{client: mgr.GetClient(), kubefed: kubefed.GetClient(), cache: c}
+	pr := &policyStatusReconciler{client: mgr.GetClient(), cache: c}
 	all := func(ctx context.Context, _ *kubefedv1beta1.KubeFedCluster) []reconcile.Request {
 		return pr.allPolicies(ctx)
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("failoverpolicy-members").
-		For(&v1alpha1.FailoverPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Ready summarises the other controllers' conditions too.
+		For(&v1alpha1.FailoverPolicy{}, builder.WithPredicates(
+			predicate.Or(predicate.GenerationChangedPredicate{}, policystatus.ReadyInputsChanged))).
 		WatchesRawSource(source.Kind(kubefed.GetCache(), &kubefedv1beta1.KubeFedCluster{},
 			handler.TypedEnqueueRequestsFromMapFunc(all), kfcChanged)).
 		WatchesRawSource(c.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return pr.allPolicies(ctx) })).

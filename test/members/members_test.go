@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 const (
@@ -91,13 +94,13 @@ func TestConnectWithinProbePeriod(t *testing.T) {
 		if m.NodesTotal != 1 || m.NodesReady != 1 || m.LastProbeTime == nil || !strings.HasPrefix(m.ServerVersion, "v1.37.") {
 			return errorf("member status %+v", m)
 		}
-		return wantCondition(p, metav1.ConditionTrue, member.ReasonAllConnected)
+		return wantCondition(p, metav1.ConditionTrue, v1alpha1.ReasonAllConnected)
 	})
 	waitPolicy(t, f, all, func(p *v1alpha1.FailoverPolicy) error {
 		if p.Status.ConnectedMembers != 2 || len(p.Status.Members) != 2 {
 			return errorf("connectedMembers %d, members %+v", p.Status.ConnectedMembers, p.Status.Members)
 		}
-		return wantCondition(p, metav1.ConditionTrue, member.ReasonAllConnected)
+		return wantCondition(p, metav1.ConditionTrue, v1alpha1.ReasonAllConnected)
 	})
 }
 
@@ -191,7 +194,7 @@ func TestBadCredentialsAndRecovery(t *testing.T) {
 	waitPolicy(t, f, pol, func(p *v1alpha1.FailoverPolicy) error {
 		for _, m := range p.Status.Members {
 			if m.Name == "beta" && !m.Connected && m.Reason == member.ReasonUnauthorized {
-				return wantCondition(p, metav1.ConditionFalse, member.ReasonSomeDisconnected)
+				return wantCondition(p, metav1.ConditionFalse, v1alpha1.ReasonMembersNotConnected)
 			}
 		}
 		return errorf("members %+v", p.Status.Members)
@@ -236,7 +239,7 @@ func TestBadCredentialsAndRecovery(t *testing.T) {
 		if p.Status.ConnectedMembers != 2 {
 			return errorf("connectedMembers %d", p.Status.ConnectedMembers)
 		}
-		return wantCondition(p, metav1.ConditionTrue, member.ReasonAllConnected)
+		return wantCondition(p, metav1.ConditionTrue, v1alpha1.ReasonAllConnected)
 	})
 
 	// The failures were logged (so the token check of startManager's
@@ -407,4 +410,65 @@ func wantReady(p *v1alpha1.FailoverPolicy) error {
 		}
 	}
 	return errorf("no %s condition", v1alpha1.ConditionReady)
+}
+
+// TestReadySummarisesEveryController: Ready, written by the member status
+// controller, follows the conditions the other controllers write and the
+// policy's own selectors.
+func TestReadySummarisesEveryController(t *testing.T) {
+	f := env(t)
+	h := startManager(t, f, testOptions())
+	ctx := context.Background()
+	f.join(t, "alpha", "alpha", nil)
+	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	pol := policy(t, f, "summary", nil)
+	ready := func(status metav1.ConditionStatus, reason, msg string) func(*v1alpha1.FailoverPolicy) error {
+		return func(p *v1alpha1.FailoverPolicy) error {
+			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			if c == nil || c.Status != status || c.Reason != reason || !strings.Contains(c.Message, msg) || c.ObservedGeneration != p.Generation {
+				return errorf("Ready %+v, want %s/%s with %q at generation %d", c, status, reason, msg, p.Generation)
+			}
+			return nil
+		}
+	}
+	waitPolicy(t, f, pol, ready(metav1.ConditionTrue, v1alpha1.ReasonEnforcing, ""))
+
+	// Node recovery reports a storm with its own field manager.
+	storm := func(status metav1.ConditionStatus, reason, msg string) {
+		t.Helper()
+		st := v1alpha1.FailoverPolicyStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionStormActive, Status: status,
+			Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}}}
+		must(t, policystatus.Apply(ctx, f.host, pol.Name, noderecovery.StatusFieldOwner, &st))
+	}
+	storm(metav1.ConditionTrue, v1alpha1.ReasonStormActive, "alpha: 3 of 5 nodes lost")
+	waitPolicy(t, f, pol, ready(metav1.ConditionFalse, v1alpha1.ReasonStormActive, "StormActive: alpha: 3 of 5 nodes lost"))
+	waitPolicy(t, f, pol, func(p *v1alpha1.FailoverPolicy) error {
+		return wantConditionStatus(p, v1alpha1.ConditionMembersConnected, metav1.ConditionTrue)
+	})
+	storm(metav1.ConditionFalse, v1alpha1.ReasonNoStorm, "")
+	waitPolicy(t, f, pol, ready(metav1.ConditionTrue, v1alpha1.ReasonEnforcing, ""))
+
+	// An unparsable clusterSelector selects nothing and says which field.
+	got := &v1alpha1.FailoverPolicy{}
+	must(t, f.host.Get(ctx, client.ObjectKeyFromObject(pol), got))
+	got.Spec.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: "Near"}}}
+	must(t, f.host.Update(ctx, got))
+	waitPolicy(t, f, pol, ready(metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, "spec.clusterSelector: "))
+	waitPolicy(t, f, pol, func(p *v1alpha1.FailoverPolicy) error {
+		if len(p.Status.Members) != 0 {
+			return errorf("an invalid selector selects %+v", p.Status.Members)
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionMembersConnected)
+		if c == nil || c.Reason != v1alpha1.ReasonInvalidSelector || !strings.HasPrefix(c.Message, "spec.clusterSelector: ") {
+			return errorf("MembersConnected %+v", c)
+		}
+		return nil
+	})
+}
+
+func wantConditionStatus(p *v1alpha1.FailoverPolicy, typ string, status metav1.ConditionStatus) error {
+	if c := meta.FindStatusCondition(p.Status.Conditions, typ); c == nil || c.Status != status {
+		return errorf("%s %+v, want %s", typ, c, status)
+	}
+	return nil
 }

@@ -34,6 +34,7 @@ type fakeMembers struct {
 	name     string
 	client   client.Client
 	live     client.Client // the API server itself; nil: the same as client (no cache lag)
+	host     client.Client // holds the KubeFedCluster
 	machines map[string]*clusterv1.Machine
 }
 
@@ -60,6 +61,11 @@ func (f *fakeMembers) MachinesByNode(context.Context, string) (map[string]*clust
 		return nil, member.ErrNoCAPICluster
 	}
 	return f.machines, nil
+}
+
+func (f *fakeMembers) KubeFedCluster(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, error) {
+	kfc := &kubefedv1beta1.KubeFedCluster{}
+	return kfc, f.host.Get(ctx, client.ObjectKey{Namespace: member.DefaultNamespace, Name: cluster}, kfc)
 }
 
 func (f *fakeMembers) Watch(context.Context, string, member.WatchInput) error { return nil }
@@ -99,7 +105,7 @@ func newRecoveryWorld(t *testing.T, spec *v1alpha1.NodeRecoverySpec, dryRun bool
 	host := fake.NewClientBuilder().WithScheme(hs).WithObjects(hostObjs...).WithStatusSubresource(pol).Build()
 	mc := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(memberObjs...).Build()
 	w := &recoveryWorld{t: t, host: host, member: mc, now: t0}
-	fm := &fakeMembers{name: "member1", client: mc}
+	fm := &fakeMembers{name: "member1", client: mc, host: host}
 	if machine != nil {
 		fm.machines = map[string]*clusterv1.Machine{machine.Status.NodeRef.Name: machine}
 	}
@@ -137,7 +143,7 @@ func (w *recoveryWorld) exists(obj client.Object, key client.ObjectKey) bool {
 }
 
 func (w *recoveryWorld) recoveries() []v1alpha1.NodeRecoveryStatus {
-	reps, _ := w.r.store.snapshot("p")
+	reps, _ := w.r.store.reports.Snapshot("p")
 	return reps["member1"].Recoveries
 }
 
@@ -329,7 +335,7 @@ func TestDryRunChangesNothingInTheMember(t *testing.T) {
 		!w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
 		t.Fatal("dry run deleted a pod or an attachment")
 	}
-	_, decisions := w.r.store.snapshot("p")
+	_, decisions := w.r.store.reports.Snapshot("p")
 	if len(decisions) == 0 || !decisions[0].DryRun || decisions[0].Reason != ReasonWouldRecover {
 		t.Fatalf("decisions = %+v, want a dry-run %s", decisions, ReasonWouldRecover)
 	}

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // ReportingController names fedfailover in the events it writes to members.
@@ -37,7 +38,7 @@ func (r *Reconciler) report(ctx context.Context, v *memberView, n *corev1.Node, 
 
 func decision(now time.Time, cluster, object, action, reason, msg string, dry bool) v1alpha1.Decision {
 	return v1alpha1.Decision{Time: metav1.NewTime(now), Cluster: cluster, Object: object,
-		Action: action, Reason: reason, Message: truncate(msg, 512), DryRun: dry}
+		Action: action, Reason: reason, Message: policystatus.Truncate(msg, 512), DryRun: dry}
 }
 
 // nodeEvent writes a core/v1 Event about the member Node directly: events
@@ -47,7 +48,7 @@ func (r *Reconciler) nodeEvent(ctx context.Context, v *memberView, n *corev1.Nod
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", n.Name, now.UnixNano()), Namespace: metav1.NamespaceDefault},
 		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID},
-		Reason:         reason, Message: truncate(msg, 1024), Type: eventType, Action: action,
+		Reason:         reason, Message: policystatus.Truncate(msg, 1024), Type: eventType, Action: action,
 		Source:              corev1.EventSource{Component: "fedfailover"},
 		FirstTimestamp:      ts,
 		LastTimestamp:       ts,

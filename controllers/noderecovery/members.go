@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
 )
@@ -21,6 +22,7 @@ type memberAccess interface {
 	MachinesByNode(ctx context.Context, cluster string) (map[string]*clusterv1.Machine, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error
 	ConnectedClusters() []string
+	KubeFedCluster(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, error)
 }
 
 var _ memberAccess = (*member.Cache)(nil)

@@ -188,22 +188,6 @@ func TestMachineOwner(t *testing.T) {
 	}
 }
 
-func TestSelectPolicy(t *testing.T) {
-	mk := func(name string, age time.Duration, sel *metav1.LabelSelector, enabled bool) v1alpha1.FailoverPolicy {
-		return v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(-age))},
-			Spec: v1alpha1.FailoverPolicySpec{ClusterSelector: sel, NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: enabled}}}
-	}
-	prod := &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}
-	ps := []v1alpha1.FailoverPolicy{mk("young", time.Minute, nil, true), mk("old-off", time.Hour, nil, false),
-		mk("old-prod", time.Hour, prod, true)}
-	if p := selectPolicy(ps, map[string]string{"env": "dev"}); p == nil || p.Name != "young" {
-		t.Fatalf("dev member got %v", p)
-	}
-	if p := selectPolicy(ps, map[string]string{"env": "prod"}); p == nil || p.Name != "old-prod" {
-		t.Fatalf("prod member got %v", p)
-	}
-}
-
 func TestOrphanNodes(t *testing.T) {
 	v := &memberView{
 		nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}},

@@ -10,14 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,13 +25,17 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	fpolicy "github.com/fedfailover/fedfailover/internal/policy"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 	"github.com/fedfailover/fedfailover/internal/wake"
 )
 
 // Host side.
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinehealthchecks,verbs=get;list
-// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=get;patch
+// The storm state is recorded on the member's KubeFedCluster, which is read
+// from the member package's cache of the kubefed namespace.
+// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=patch,namespace=kube-federation-system
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
@@ -90,6 +92,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	storm, err := r.stormStep(ctx, v)
+	if errors.Is(err, errStaleKubeFedCluster) {
+		// The cache has not seen the latest KubeFedCluster yet.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -155,7 +161,7 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 		v.major, v.minor = parseVersion(ver.Major, ver.Minor)
 	}
 	if v.policy != nil {
-		if v.scope, err = newPodScope(ctx, cl, v.policy.Spec.NodeRecovery.Pods); err != nil {
+		if v.scope, err = newPodScope(ctx, cl, v.policy.Spec.NodeRecovery); err != nil {
 			return nil, err
 		}
 	}
@@ -209,18 +215,17 @@ func (r *Reconciler) machines(ctx context.Context, cluster string) map[string]*c
 }
 
 // policyFor returns the member's KubeFedCluster and the FailoverPolicy that
-// governs its node recovery: the oldest (then first by name) among those
-// whose clusterSelector matches and whose node recovery is enabled.
+// governs its node recovery (internal/policy.ForMember).
 func (r *Reconciler) policyFor(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, *v1alpha1.FailoverPolicy, error) {
-	kfc := &kubefedv1beta1.KubeFedCluster{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: r.opts.KubefedNamespace, Name: cluster}, kfc); err != nil {
-		return nil, nil, fmt.Errorf("getting KubeFedCluster %s: %w", cluster, err)
+	kfc, err := r.members.KubeFedCluster(ctx, cluster)
+	if err != nil {
+		return nil, nil, err
 	}
 	var list v1alpha1.FailoverPolicyList
 	if err := r.host.List(ctx, &list); err != nil {
 		return nil, nil, fmt.Errorf("listing FailoverPolicies: %w", err)
 	}
-	return kfc, selectPolicy(list.Items, kfc.Labels), nil
+	return kfc, fpolicy.ForMember(list.Items, kfc.Labels).Governing, nil
 }
 
 // reconcileNode decides and acts for one node. It returns the node's status
@@ -248,7 +253,7 @@ func recoveryStatus(cluster string, n *corev1.Node, m *clusterv1.Machine, p plan
 		return nil
 	}
 	st := &v1alpha1.NodeRecoveryStatus{Cluster: cluster, Node: n.Name, Phase: p.Phase, Method: p.Method,
-		Message: truncate(p.Message, 1024)}
+		Message: policystatus.Truncate(p.Message, 1024)}
 	if m != nil {
 		st.Machine = m.Namespace + "/" + m.Name
 	}
@@ -286,36 +291,4 @@ func parseVersion(major, minor string) (int, int) {
 	ma, _ := strconv.Atoi(strings.TrimSuffix(major, "+"))
 	mi, _ := strconv.Atoi(strings.TrimSuffix(minor, "+"))
 	return ma, mi
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
-
-// selectPolicy picks the governing policy among those selecting a member.
-func selectPolicy(policies []v1alpha1.FailoverPolicy, kfcLabels map[string]string) *v1alpha1.FailoverPolicy {
-	var cands []*v1alpha1.FailoverPolicy
-	for i := range policies {
-		p := &policies[i]
-		if p.DeletionTimestamp != nil || p.Spec.NodeRecovery == nil || !p.Spec.NodeRecovery.Enabled {
-			continue
-		}
-		if !selects(p.Spec.ClusterSelector, kfcLabels) {
-			continue
-		}
-		cands = append(cands, p)
-	}
-	if len(cands) == 0 {
-		return nil
-	}
-	slices.SortFunc(cands, func(a, b *v1alpha1.FailoverPolicy) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return cands[0]
 }

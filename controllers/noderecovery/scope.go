@@ -6,58 +6,51 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	fpolicy "github.com/fedfailover/fedfailover/internal/policy"
 )
 
 // podScope decides which pods node recovery force-deletes and tracks.
 type podScope struct {
-	namespaces map[string]bool // nil: every namespace
-	pods       labels.Selector
+	scope fpolicy.Scope
+	// nsLabels holds the labels of the namespaces a namespaceSelector
+	// selects (nil without one).
+	nsLabels map[string]map[string]string
 }
 
-// newPodScope resolves a PodScope; a namespaceSelector is resolved against
-// the member's Namespaces (read live: they are not cached).
-func newPodScope(ctx context.Context, r client.Reader, s v1alpha1.PodScope) (podScope, error) {
-	out := podScope{pods: labels.Everything()}
-	if s.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(s.Selector)
-		if err != nil {
-			return out, fmt.Errorf("pods.selector: %w", err)
-		}
-		out.pods = sel
+// newPodScope resolves spec.nodeRecovery.pods; a namespaceSelector is
+// resolved against the member's Namespaces (read live: they are not cached).
+func newPodScope(ctx context.Context, r client.Reader, nr *v1alpha1.NodeRecoverySpec) (podScope, error) {
+	s, err := fpolicy.PodScope(nr)
+	if err != nil {
+		return podScope{}, err
 	}
-	switch {
-	case len(s.Namespaces) > 0:
-		out.namespaces = map[string]bool{}
-		for _, ns := range s.Namespaces {
-			out.namespaces[ns] = true
-		}
-	case s.NamespaceSelector != nil:
-		sel, err := metav1.LabelSelectorAsSelector(s.NamespaceSelector)
-		if err != nil {
-			return out, fmt.Errorf("pods.namespaceSelector: %w", err)
-		}
+	out := podScope{scope: s}
+	if sel := s.NamespaceSelector(); sel != nil {
 		var list corev1.NamespaceList
 		if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return out, fmt.Errorf("listing namespaces: %w", err)
 		}
-		out.namespaces = map[string]bool{}
+		out.nsLabels = map[string]map[string]string{}
 		for _, ns := range list.Items {
-			out.namespaces[ns.Name] = true
+			out.nsLabels[ns.Name] = ns.Labels
 		}
 	}
 	return out, nil
 }
 
 func (s podScope) matches(p *corev1.Pod) bool {
-	if s.namespaces != nil && !s.namespaces[p.Namespace] {
-		return false
+	o := fpolicy.Object{Labels: p.Labels, Namespace: p.Namespace}
+	if s.nsLabels != nil {
+		l, ok := s.nsLabels[p.Namespace]
+		if !ok {
+			return false // the member did not list it as selected
+		}
+		o.NamespaceLabels = l
 	}
-	return s.pods == nil || s.pods.Matches(labels.Set(p.Labels))
+	return s.scope.Matches(o)
 }
 
 // podClaims returns the namespace/name of every claim a pod mounts

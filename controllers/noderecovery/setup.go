@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
@@ -29,8 +28,6 @@ import (
 
 // Options configure node recovery. Zero values take defaults.
 type Options struct {
-	// KubefedNamespace holds the KubeFedClusters (default kube-federation-system).
-	KubefedNamespace string
 	// ResyncPeriod bounds the wait between passes over a member with a
 	// recovery going on (default 15s).
 	ResyncPeriod time.Duration
@@ -45,7 +42,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	defaults.String(&o.KubefedNamespace, member.DefaultNamespace)
 	defaults.Set(&o.ResyncPeriod, 15*time.Second)
 	defaults.Set(&o.IdleResync, 2*time.Minute)
 	defaults.Set(&o.StatusResync, time.Minute)
@@ -74,16 +70,7 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 	if r.ctrl, err = b.Build(r); err != nil {
 		return fmt.Errorf("creating node recovery controller: %w", err)
 	}
-	sr := &statusReconciler{client: mgr.GetClient(), store: r.store, resync: opts.StatusResync}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named("failoverpolicy-noderecovery").
-		For(&v1alpha1.FailoverPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.store.notify, &handler.EnqueueRequestForObject{})).
-		Complete(sr)
-	if err != nil {
-		return fmt.Errorf("creating node recovery status controller: %w", err)
-	}
-	return nil
+	return statusWriter(r.store, opts.StatusResync).SetupWithManager(mgr)
 }
 
 func (r *Reconciler) allMembers(context.Context, client.Object) []reconcile.Request {

@@ -26,7 +26,7 @@ func applyMemberStatus(t *testing.T, c client.Client, name string) {
 		ConnectedMembers: 1,
 		Members:          []v1alpha1.MemberStatus{{Name: "member1", Connected: true, Reason: "Connected"}},
 		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionMembersConnected, Status: metav1.ConditionTrue,
-			Reason: "AllConnected", Message: "all 1 members connected", LastTransitionTime: metav1.Now()}},
+			Reason: v1alpha1.ReasonAllConnected, Message: "all 1 members connected", LastTransitionTime: metav1.Now()}},
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
 	if err != nil {
@@ -64,7 +64,8 @@ func TestStatusSharedWithMemberWriter(t *testing.T) {
 	applyMemberStatus(t, c, "p")
 
 	st := newStore()
-	r := &statusReconciler{client: c, store: st, resync: time.Minute}
+	r := statusWriter(st, time.Minute)
+	r.Client = c
 	lost := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 	st.publish("member1", memberReport{Policy: "p", Storm: true, StormMessage: "member1: 2 of 3 nodes lost",
 		Recoveries: []v1alpha1.NodeRecoveryStatus{{Cluster: "member1", Node: "n1", Phase: v1alpha1.RecoveryPhaseBlocked,
@@ -108,8 +109,9 @@ func TestStatusSharedWithMemberWriter(t *testing.T) {
 
 	// Recovery over: our fields clear, the member's stay, and the decision
 	// log survives a restart (a new store).
-	r.store = newStore()
-	r.store.publish("member1", memberReport{Policy: "p"})
+	restarted := newStore()
+	r.Store = restarted.reports
+	restarted.publish("member1", memberReport{Policy: "p"})
 	got = reconcile()
 	if len(got.Status.Recoveries) != 0 || cond(got, v1alpha1.ConditionStormActive) != metav1.ConditionFalse ||
 		cond(got, v1alpha1.ConditionFencingBlocked) != metav1.ConditionFalse {

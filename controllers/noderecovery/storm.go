@@ -2,10 +2,12 @@ package noderecovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,6 +22,9 @@ const (
 	ReasonStormStarted = "StormStarted"
 	ReasonStormEnded   = "StormEnded"
 )
+
+// errStaleKubeFedCluster: the KubeFedCluster changed since it was read.
+var errStaleKubeFedCluster = errors.New("KubeFedCluster changed since it was read")
 
 // readStorm reads the storm state kept on the member's KubeFedCluster. An
 // unreadable annotation counts as no storm, as it always has; it is
@@ -74,7 +79,10 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 	if out.State.Active == prev.Active && out.State.EndedAt.Equal(prev.EndedAt) {
 		return out, nil
 	}
-	patch := client.MergeFrom(v.kfc.DeepCopy())
+	// The KubeFedCluster comes from a cache: the optimistic lock makes a
+	// pass that read it before our last write (or kubefed's) start over,
+	// so a transition is recorded, and reported, once.
+	patch := client.MergeFromWithOptions(v.kfc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if v.kfc.Annotations == nil {
 		v.kfc.Annotations = map[string]string{}
 	}
@@ -84,6 +92,9 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 		delete(v.kfc.Annotations, contract.AnnotationStorm)
 	}
 	if err := r.host.Patch(ctx, v.kfc, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return out, errStaleKubeFedCluster
+		}
 		return out, fmt.Errorf("recording storm state on KubeFedCluster: %w", err)
 	}
 	if v.policy != nil && prev.Active != out.State.Active {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,7 +86,7 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	if !target.Equal(live) {
 		msg := "no policy manages it any more: baseline restored"
 		ctrl.LoggerFrom(ctx).Info(msg)
-		r.recorder.Eventf(rsp, nil, "Normal", "RestoredBaseline", "Released", msg)
+		r.recorder.Eventf(rsp, nil, corev1.EventTypeNormal, ReasonBaselineRestored, ActionRelease, msg)
 	}
 	return nil
 }

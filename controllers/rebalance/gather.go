@@ -23,6 +23,7 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/metrics"
+	"github.com/fedfailover/fedfailover/internal/policy"
 )
 
 // workload is what the controller knows of the RSP's target: which pods are
@@ -77,24 +78,21 @@ func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.Replica
 	return w, nil
 }
 
-// memberNames lists the KubeFedClusters the policy selects, sorted, with
-// whether kubefed reports each Ready.
+// memberNames lists the KubeFedClusters the policy selects, with whether
+// kubefed reports each Ready. The governing policy's selector is valid
+// (internal/policy.ForRSP).
 func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy) (map[string]bool, error) {
-	sel := labels.Everything()
-	if pol.Spec.ClusterSelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(pol.Spec.ClusterSelector)
-		if err != nil {
-			return nil, fmt.Errorf("clusterSelector: %w", err)
-		}
-		sel = s
+	sel, err := policy.Clusters(pol)
+	if err != nil {
+		return nil, err
 	}
-	var list kubefedv1beta1.KubeFedClusterList
-	if err := r.host.List(ctx, &list, client.InNamespace(r.opts.KubefedNamespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, fmt.Errorf("listing KubeFedClusters: %w", err)
+	kfcs, err := r.members.KubeFedClusters(ctx, sel)
+	if err != nil {
+		return nil, err
 	}
-	out := make(map[string]bool, len(list.Items))
-	for i := range list.Items {
-		out[list.Items[i].Name] = kubefedReady(&list.Items[i])
+	out := make(map[string]bool, len(kfcs))
+	for i := range kfcs {
+		out[kfcs[i].Name] = kubefedReady(&kfcs[i])
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -151,18 +153,106 @@ func TestUnschedulableSinceAndRunning(t *testing.T) {
 func TestStoreNotifiesOnChangeOnly(t *testing.T) {
 	s := newStore()
 	k := typesKey("ns", "web")
-	st := v1alpha1.RebalanceStatus{Namespace: "ns", Name: "web", Shifted: true, Reason: planner.ReasonCapacityExhausted}
-	s.set("p", k, st, true)
-	s.set("p", k, st, true)
-	if len(s.notify) != 1 {
-		t.Fatalf("%d notifications, want 1", len(s.notify))
+	e := rspEntry{status: v1alpha1.RebalanceStatus{Namespace: "ns", Name: "web", Shifted: true, Reason: planner.ReasonCapacityExhausted},
+		show: true, placement: v1alpha1.ReasonShifted, detail: "ns/web: shifted"}
+	s.Set(k, "p", e)
+	s.Set(k, "p", e)
+	if s.Pending() != 1 {
+		t.Fatalf("%d notifications, want 1", s.Pending())
 	}
-	if got, _ := s.snapshot("p"); len(got) != 1 || !got[0].Shifted {
-		t.Fatalf("snapshot %+v", got)
+	if got := desiredStatus(testPolicy(), snapshot(s, "p")); len(got.Rebalances) != 1 || !got.Rebalances[0].Shifted {
+		t.Fatalf("status %+v", got)
 	}
-	s.set("p", k, st, false)
-	if got, _ := s.snapshot("p"); len(got) != 0 || len(s.notify) != 2 {
-		t.Fatalf("snapshot after hide %+v, %d notifications", got, len(s.notify))
+	e.show, e.placement, e.status.Shifted = false, v1alpha1.ReasonAtBaseline, false
+	s.Set(k, "p", e)
+	if got := desiredStatus(testPolicy(), snapshot(s, "p")); len(got.Rebalances) != 0 || s.Pending() != 2 {
+		t.Fatalf("status after hide %+v, %d notifications", got, s.Pending())
+	}
+}
+
+func snapshot(s *policystatus.Store[types.NamespacedName, rspEntry], policy string) map[types.NamespacedName]rspEntry {
+	e, _ := s.Snapshot(policy)
+	return e
+}
+
+func testPolicy() *v1alpha1.FailoverPolicy {
+	spec := testSpec()
+	return &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 3},
+		Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
+}
+
+func TestPlacementOf(t *testing.T) {
+	k := typesKey("demo", "web")
+	healthy := map[string]planner.Member{"a": {State: planner.Healthy}, "b": {State: planner.Healthy}}
+	failed := map[string]planner.Member{"a": {State: planner.Healthy}, "b": {State: planner.Failed}}
+	placed := map[string]int64{"a": 6, "b": 0}
+	cases := []struct {
+		name    string
+		members map[string]planner.Member
+		res     planner.Result
+		want    string
+		detail  []string
+	}{
+		{name: "at baseline", members: failed, res: planner.Result{Reason: planner.ReasonBalanced}, want: v1alpha1.ReasonAtBaseline},
+		{name: "shifted while a member is failed", members: failed,
+			res:  planner.Result{Shifted: true, Reason: planner.ReasonMemberFailed, Placement: placed, TotalReplicas: 6},
+			want: v1alpha1.ReasonShifted, detail: []string{"demo/web", "b Failed", "MemberFailed", "a=6 b=0"}},
+		{name: "every member healthy: failing back", members: healthy,
+			res:  planner.Result{Shifted: true, Reason: planner.ReasonStabilizing, Placement: placed, TotalReplicas: 6},
+			want: v1alpha1.ReasonFailingBack, detail: []string{"returning to the baseline", "Stabilizing"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, detail := placementOf(k, planner.Input{Members: c.members}, c.res)
+			if got != c.want {
+				t.Errorf("placement %s, want %s", got, c.want)
+			}
+			for _, d := range c.detail {
+				if !strings.Contains(detail, d) {
+					t.Errorf("detail %q lacks %q", detail, d)
+				}
+			}
+		})
+	}
+}
+
+func TestRebalancingCondition(t *testing.T) {
+	entry := func(placement, detail string) rspEntry { return rspEntry{placement: placement, detail: detail} }
+	cases := []struct {
+		name    string
+		entries map[types.NamespacedName]rspEntry
+		status  metav1.ConditionStatus
+		reason  string
+		msg     string
+	}{
+		{name: "no RSP", status: metav1.ConditionFalse, reason: v1alpha1.ReasonAtBaseline, msg: "0 managed"},
+		{name: "all at baseline", entries: map[types.NamespacedName]rspEntry{typesKey("a", "x"): entry(v1alpha1.ReasonAtBaseline, "")},
+			status: metav1.ConditionFalse, reason: v1alpha1.ReasonAtBaseline, msg: "1 managed"},
+		{name: "shifted beats failing back", entries: map[types.NamespacedName]rspEntry{
+			typesKey("a", "x"): entry(v1alpha1.ReasonFailingBack, "a/x back"), typesKey("b", "y"): entry(v1alpha1.ReasonShifted, "b/y away"),
+			typesKey("c", "z"): entry(v1alpha1.ReasonAtBaseline, "")},
+			status: metav1.ConditionTrue, reason: v1alpha1.ReasonShifted, msg: "a/x back; b/y away"},
+		{name: "held beats shifted", entries: map[types.NamespacedName]rspEntry{
+			typesKey("a", "x"): entry(v1alpha1.ReasonShifted, "a/x away"), typesKey("b", "y"): entry(v1alpha1.ReasonRebalanceHeld, "b/y held")},
+			status: metav1.ConditionTrue, reason: v1alpha1.ReasonRebalanceHeld, msg: "a/x away; b/y held"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := desiredStatus(testPolicy(), c.entries)
+			if len(st.Conditions) != 1 {
+				t.Fatalf("conditions %+v", st.Conditions)
+			}
+			got := st.Conditions[0]
+			if got.Type != v1alpha1.ConditionRebalancing || got.Status != c.status || got.Reason != c.reason ||
+				!strings.Contains(got.Message, c.msg) || got.ObservedGeneration != 3 {
+				t.Errorf("condition %+v, want %s/%s with %q at generation 3", got, c.status, c.reason, c.msg)
+			}
+		})
+	}
+	off := testPolicy()
+	off.Spec.Rebalance.Enabled = false
+	if st := desiredStatus(off, nil); len(st.Conditions) != 0 {
+		t.Errorf("rebalance off, yet conditions %+v", st.Conditions)
 	}
 }
 

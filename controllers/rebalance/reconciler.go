@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +19,8 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
+	"github.com/fedfailover/fedfailover/internal/policy"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 	"github.com/fedfailover/fedfailover/internal/wake"
 )
 
@@ -30,7 +32,7 @@ type Reconciler struct {
 	opts     Options
 	now      func() time.Time
 	ctrl     controller.Controller
-	store    *store
+	store    *policystatus.Store[types.NamespacedName, rspEntry]
 
 	mu  sync.Mutex
 	mem map[types.NamespacedName]*memory
@@ -42,9 +44,11 @@ type Reconciler struct {
 type memory struct {
 	dryMarks   *contract.RebalanceState
 	lastReport string
-	onset      time.Time
-	onsetWhy   string
-	onsetDone  time.Time
+	// held is why the RSP was last held (events on the transition only).
+	held      string
+	onset     time.Time
+	onsetWhy  string
+	onsetDone time.Time
 }
 
 func (r *Reconciler) memoryOf(key types.NamespacedName) *memory {
@@ -62,11 +66,12 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.mem, key)
 	r.mu.Unlock()
-	r.store.forget(key)
+	r.store.Delete(key)
 }
 
-// Reconcile plans one RSP: release it when no policy manages it, else
-// assess each member, plan and write the result.
+// Reconcile plans one RSP: release it when no policy manages it, hold it
+// when the policy that manages it has unusable selectors, else assess each
+// member, plan and write the result.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rsp := &fedschedv1a1.ReplicaSchedulingPreference{}
 	if err := r.host.Get(ctx, req.NamespacedName, rsp); err != nil {
@@ -75,66 +80,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	pol, err := r.policyFor(ctx, rsp)
+	sel, err := r.policyFor(ctx, rsp)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if pol == nil {
+	if sel.Held != nil {
+		pol := sel.Held.Policy
+		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", pol.Name))
+		r.hold(ctx, pol, rsp, sel.Held.Err)
+		return ctrl.Result{}, nil
+	}
+	if sel.Governing == nil {
 		return ctrl.Result{}, r.release(ctx, rsp)
 	}
-	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", pol.Name))
-	return r.manage(ctx, pol, rsp)
+	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", sel.Governing.Name))
+	return r.manage(ctx, sel.Governing, rsp)
 }
 
-// policyFor returns the enabled policy whose rebalance selector matches the
-// RSP; when several do, the oldest (then by name) wins, so the choice is
-// stable.
-func (r *Reconciler) policyFor(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) (*v1alpha1.FailoverPolicy, error) {
+// policyFor selects the policy that manages the RSP (internal/policy.ForRSP),
+// given the policy recorded on it.
+func (r *Reconciler) policyFor(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) (policy.Selection, error) {
 	var list v1alpha1.FailoverPolicyList
 	if err := r.host.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing FailoverPolicies: %w", err)
+		return policy.Selection{}, fmt.Errorf("listing FailoverPolicies: %w", err)
 	}
-	var match []*v1alpha1.FailoverPolicy
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.DeletionTimestamp != nil || p.Spec.Rebalance == nil || !p.Spec.Rebalance.Enabled {
-			continue
+	obj := policy.Object{Labels: rsp.Labels, Namespace: rsp.Namespace}
+	if policy.NeedNamespaceLabels(list.Items) {
+		ns := &corev1.Namespace{}
+		if err := r.host.Get(ctx, client.ObjectKey{Name: rsp.Namespace}, ns); client.IgnoreNotFound(err) != nil {
+			return policy.Selection{}, fmt.Errorf("getting namespace %s: %w", rsp.Namespace, err)
 		}
-		ok, err := r.selects(ctx, p.Spec.Rebalance.ReplicaSchedulingPreferences, rsp)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Info("Ignoring policy with an invalid RSP selector", "policy", p.Name, "error", err.Error())
-			continue
-		}
-		if ok {
-			match = append(match, p)
-		}
+		obj.NamespaceLabels = ns.Labels
 	}
-	if len(match) == 0 {
-		return nil, nil
+	owner := ""
+	if m, err := contract.DecodeRebalanceState(rsp.Annotations); err == nil && m != nil {
+		owner = m.Policy
 	}
-	slices.SortFunc(match, func(a, b *v1alpha1.FailoverPolicy) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return cmpString(a.Name, b.Name)
-	})
-	return match[0], nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return policy.ForRSP(list.Items, obj, owner), nil
 }
 
 // manage runs one planning pass for a managed RSP.
 func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(rsp)
 	mem := r.memoryOf(key)
+	r.mu.Lock()
+	mem.held = "" // a later hold is a new transition
+	r.mu.Unlock()
 	recorded, err := r.recordedMarks(rsp, pol, mem)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -142,7 +133,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	live := specPlacement(rsp)
 	m, edited := baselineOf(recorded, live, pol.Name)
 	if edited {
-		r.report(ctx, pol, rsp, "", "AdoptedUserEdit", "BaselineChanged",
+		r.report(ctx, pol, rsp, "", ReasonAdoptedUserEdit, ActionBaselineChanged,
 			"spec changed by someone else while managed: it is the new baseline", pol.Spec.DryRun)
 	}
 	w, err := r.loadWorkload(ctx, rsp)
@@ -162,7 +153,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 		return ctrl.Result{}, err
 	}
 	r.observeRecovery(mem, in, onset, now)
-	r.record(pol, rsp, res, m)
+	r.record(pol, rsp, in, res, m)
 	// A periodic resync catches what no watch reports (capacity estimates,
 	// kubefed status).
 	next := wake.Soonest{}

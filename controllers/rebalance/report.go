@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -16,12 +17,22 @@ import (
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // Decision actions.
 const (
-	ActionShift   = "ShiftedWeights"
-	ActionRestore = "RestoredBaseline"
+	ActionShift           = "ShiftedWeights"
+	ActionRestore         = "RestoredBaseline"
+	ActionHold            = "Held"
+	ActionRelease         = "Released"
+	ActionBaselineChanged = "BaselineChanged"
+)
+
+// Event and decision reasons besides the planner's.
+const (
+	ReasonAdoptedUserEdit  = "AdoptedUserEdit"
+	ReasonBaselineRestored = "RestoredBaseline"
 )
 
 // reportPlan is the one call for a written (or, in dry-run, planned)
@@ -48,10 +59,10 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	}
 	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)
 	r.recorder.Eventf(pol, rsp, evType, reason, action, "%s/%s: %s", rsp.Namespace, rsp.Name, msg)
-	r.store.decide(pol.Name, v1alpha1.Decision{
+	r.store.Decide(pol.Name, v1alpha1.Decision{
 		Time: metav1.NewTime(r.now()), Cluster: cluster,
 		Object: "ReplicaSchedulingPreference/" + rsp.Namespace + "/" + rsp.Name,
-		Action: action, Reason: reason, Message: truncate(msg, 512), DryRun: dry,
+		Action: action, Reason: reason, Message: policystatus.Truncate(msg, 512), DryRun: dry,
 	})
 }
 
@@ -69,25 +80,59 @@ func describe(res planner.Result) string {
 	return b.String()
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
-
 // record publishes the RSP's state: policy status entry and weights.
-func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, res planner.Result, m *contract.RebalanceState) {
+func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, in planner.Input, res planner.Result, m *contract.RebalanceState) {
 	key := client.ObjectKeyFromObject(rsp)
 	st := v1alpha1.RebalanceStatus{Namespace: rsp.Namespace, Name: rsp.Name, Shifted: res.Shifted,
 		Reason: res.Reason, LastChangeTime: m.LastChange}
 	// Listed while shifted, or while something keeps it from its baseline.
 	show := res.Shifted || (res.Reason != planner.ReasonBalanced && res.Reason != planner.ReasonNoMembers)
-	r.store.set(pol.Name, key, st, show)
+	placement, detail := placementOf(key, in, res)
+	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail})
 	for n, p := range res.Clusters {
 		if n != planner.Wildcard {
 			metrics.RSPWeight.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(p.Weight))
 		}
+	}
+}
+
+// placementOf classifies a plan for the Rebalancing condition: at the
+// baseline; shifted while a member is failed or out of capacity; failing
+// back once every member is healthy again (stabilizing or stepping back).
+func placementOf(key types.NamespacedName, in planner.Input, res planner.Result) (string, string) {
+	if !res.Shifted {
+		return v1alpha1.ReasonAtBaseline, ""
+	}
+	var down []string
+	for _, n := range sortedKeys(in.Members) {
+		if s := in.Members[n].State; s != planner.Healthy {
+			down = append(down, fmt.Sprintf("%s %s", n, s))
+		}
+	}
+	if len(down) > 0 {
+		return v1alpha1.ReasonShifted, fmt.Sprintf("%s: shifted (%s) away from %s: %s", key, res.Reason, strings.Join(down, ", "), describe(res))
+	}
+	return v1alpha1.ReasonFailingBack, fmt.Sprintf("%s: every member healthy, returning to the baseline (%s): %s", key, res.Reason, describe(res))
+}
+
+// hold leaves an RSP exactly as it is because the policy that manages it
+// has selectors that cannot be parsed: the policy's status says so, and an
+// event on each RSP the first time.
+func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, why error) {
+	key := client.ObjectKeyFromObject(rsp)
+	st := v1alpha1.RebalanceStatus{Namespace: rsp.Namespace, Name: rsp.Name, Reason: v1alpha1.ReasonInvalidSelector}
+	if m, err := contract.DecodeRebalanceState(rsp.Annotations); err == nil && m != nil {
+		st.Shifted, st.LastChangeTime = !m.Baseline.Equal(specPlacement(rsp)), m.LastChange
+	}
+	msg := fmt.Sprintf("left as it is, neither planned nor released: %s", why)
+	r.store.Set(key, pol.Name, rspEntry{status: st, show: true, placement: v1alpha1.ReasonRebalanceHeld, detail: key.String() + ": " + msg})
+	mem := r.memoryOf(key)
+	r.mu.Lock()
+	first := mem.held != msg
+	mem.held = msg
+	r.mu.Unlock()
+	if first {
+		r.report(ctx, pol, rsp, "", v1alpha1.ReasonInvalidSelector, ActionHold, msg, pol.Spec.DryRun)
 	}
 }
 

@@ -12,8 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
@@ -34,7 +31,6 @@ import (
 )
 
 // +kubebuilder:rbac:groups=scheduling.kubefed.io,resources=replicaschedulingpreferences,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=types.kubefed.io,resources=federateddeployments;federatedreplicasets,verbs=get
 // +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
@@ -42,8 +38,6 @@ import (
 
 // Options configure rebalancing. Zero values take defaults.
 type Options struct {
-	// KubefedNamespace holds the KubeFedClusters (default kube-federation-system).
-	KubefedNamespace string
 	// Resync bounds the wait between passes over a managed RSP, for what no
 	// watch reports (default 30s).
 	Resync time.Duration
@@ -54,7 +48,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	defaults.String(&o.KubefedNamespace, member.DefaultNamespace)
 	defaults.Set(&o.Resync, 30*time.Second)
 	defaults.Set(&o.MaxConcurrentReconciles, 4)
 	defaults.Clock(&o.Now)
@@ -68,30 +61,23 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 	r := &Reconciler{host: mgr.GetClient(), members: members, recorder: mgr.GetEventRecorder("fedfailover-rebalance"),
 		opts: opts, now: opts.Now, store: newStore(), mem: map[types.NamespacedName]*memory{}}
 	all := func(ctx context.Context, _ client.Object) []reconcile.Request { return r.allRSPs(ctx, "") }
+	allForKFC := func(ctx context.Context, _ *kubefedv1beta1.KubeFedCluster) []reconcile.Request {
+		return r.allRSPs(ctx, "")
+	}
 	var err error
 	r.ctrl, err = ctrl.NewControllerManagedBy(mgr).
 		Named("rebalance").
 		For(&fedschedv1a1.ReplicaSchedulingPreference{}).
 		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(all),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&kubefedv1beta1.KubeFedCluster{}, handler.EnqueueRequestsFromMapFunc(all),
-			builder.WithPredicates(kubefedClusterChanged)).
+		WatchesRawSource(members.KubeFedClusterSource(handler.TypedEnqueueRequestsFromMapFunc(allForKFC), kubefedClusterChanged)).
 		WatchesRawSource(members.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return r.allRSPs(ctx, "") })).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("creating rebalance controller: %w", err)
 	}
-	sr := &statusReconciler{client: mgr.GetClient(), store: r.store}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named("failoverpolicy-rebalance").
-		For(&v1alpha1.FailoverPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.store.notify, &handler.EnqueueRequestForObject{})).
-		Complete(sr)
-	if err != nil {
-		return fmt.Errorf("creating rebalance status controller: %w", err)
-	}
-	return nil
+	return statusWriter(r.store).SetupWithManager(mgr)
 }
 
 // allRSPs maps a change to every RSP (in one namespace when given): there
@@ -130,49 +116,13 @@ func (r *Reconciler) ensureWatches(ctx context.Context, cluster string) error {
 	return nil
 }
 
-// selects reports whether a policy's RSP scope matches the RSP.
-func (r *Reconciler) selects(ctx context.Context, scope v1alpha1.PodScope, rsp *fedschedv1a1.ReplicaSchedulingPreference) (bool, error) {
-	if scope.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(scope.Selector)
-		if err != nil {
-			return false, err
-		}
-		if !sel.Matches(labels.Set(rsp.Labels)) {
-			return false, nil
-		}
-	}
-	switch {
-	case len(scope.Namespaces) > 0:
-		for _, ns := range scope.Namespaces {
-			if ns == rsp.Namespace {
-				return true, nil
-			}
-		}
-		return false, nil
-	case scope.NamespaceSelector != nil:
-		sel, err := metav1.LabelSelectorAsSelector(scope.NamespaceSelector)
-		if err != nil {
-			return false, err
-		}
-		ns := &corev1.Namespace{}
-		if err := r.host.Get(ctx, client.ObjectKey{Name: rsp.Namespace}, ns); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return sel.Matches(labels.Set(ns.Labels)), nil
-	}
-	return true, nil
-}
-
 // kubefedClusterChanged passes label changes and Ready flips: kubefed
 // rewrites the status on every health check.
-var kubefedClusterChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	o, okO := e.ObjectOld.(*kubefedv1beta1.KubeFedCluster)
-	n, okN := e.ObjectNew.(*kubefedv1beta1.KubeFedCluster)
-	if !okO || !okN {
-		return true
-	}
-	return kubefedReady(o) != kubefedReady(n) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
-}}
+var kubefedClusterChanged = predicate.TypedFuncs[*kubefedv1beta1.KubeFedCluster]{
+	UpdateFunc: func(e event.TypedUpdateEvent[*kubefedv1beta1.KubeFedCluster]) bool {
+		return kubefedReady(e.ObjectOld) != kubefedReady(e.ObjectNew) ||
+			!equality.Semantic.DeepEqual(e.ObjectOld.Labels, e.ObjectNew.Labels)
+	}}
 
 // podChanged passes what changes a member's state for a workload: pods
 // appearing, going, being scheduled, running or being deleted.

@@ -1,145 +1,99 @@
 package rebalance
 
 import (
-	"context"
+	"fmt"
 	"slices"
-	"sync"
+	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/policy"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // StatusFieldOwner is the server-side apply field manager of
-// status.rebalances (and of the rebalance entries it merges into
-// status.recentDecisions, a list shared with node recovery: each writer
-// merges its own decisions with the recorded ones).
+// status.rebalances and the Rebalancing condition (and of the rebalance
+// entries it merges into status.recentDecisions, a list shared with node
+// recovery: each writer merges its own decisions with the recorded ones).
 const StatusFieldOwner = "fedfailover-rebalance"
 
 const maxRebalances = 256
 
-// store holds the per-RSP reports of the planning passes until the status
-// reconciler writes them to their policy; it notifies that reconciler.
-type store struct {
-	mu        sync.Mutex
-	entries   map[string]map[types.NamespacedName]v1alpha1.RebalanceStatus // by policy
-	owner     map[types.NamespacedName]string                              // RSP -> policy
-	decisions map[string][]v1alpha1.Decision
-	notify    chan event.GenericEvent
+// rspEntry is the last pass's report of one managed RSP.
+type rspEntry struct {
+	status v1alpha1.RebalanceStatus
+	// show lists it in status.rebalances.
+	show bool
+	// placement is its Rebalancing reason (v1alpha1.ReasonShifted, ...),
+	// detail says which members and why.
+	placement string
+	detail    string
 }
 
-func newStore() *store {
-	return &store{entries: map[string]map[types.NamespacedName]v1alpha1.RebalanceStatus{},
-		owner: map[types.NamespacedName]string{}, decisions: map[string][]v1alpha1.Decision{},
-		notify: make(chan event.GenericEvent, 1024)}
+func entriesEqual(a, b rspEntry) bool {
+	return a.show == b.show && a.placement == b.placement && a.detail == b.detail &&
+		a.status.Shifted == b.status.Shifted && a.status.Reason == b.status.Reason &&
+		timeOf(a.status.LastChangeTime).Equal(timeOf(b.status.LastChangeTime))
 }
 
-func (s *store) poke(policy string) {
-	if policy == "" {
-		return
-	}
-	p := &v1alpha1.FailoverPolicy{}
-	p.Name = policy
-	select {
-	case s.notify <- event.GenericEvent{Object: p}:
-	default: // the queue is flooded; a pending write covers it
-	}
+func newStore() *policystatus.Store[types.NamespacedName, rspEntry] {
+	return policystatus.NewStore[types.NamespacedName](entriesEqual, 1024)
 }
 
-// set records an RSP's entry (or its absence, show=false) and pokes the
-// policy's status writer on a change.
-func (s *store) set(policy string, key types.NamespacedName, st v1alpha1.RebalanceStatus, show bool) {
-	s.mu.Lock()
-	var changed []string
-	if prev, ok := s.owner[key]; ok && prev != policy {
-		delete(s.entries[prev], key)
-		changed = append(changed, prev)
-	}
-	s.owner[key] = policy
-	m := s.entries[policy]
-	if m == nil {
-		m = map[types.NamespacedName]v1alpha1.RebalanceStatus{}
-		s.entries[policy] = m
-	}
-	old, had := m[key]
-	switch {
-	case show && (!had || !equalEntry(old, st)):
-		m[key] = st
-		changed = append(changed, policy)
-	case !show && had:
-		delete(m, key)
-		changed = append(changed, policy)
-	}
-	s.mu.Unlock()
-	for _, p := range changed {
-		s.poke(p)
-	}
+// statusWriter writes status.rebalances, the Rebalancing condition and the
+// rebalance decisions of each policy.
+func statusWriter(s *policystatus.Store[types.NamespacedName, rspEntry]) *policystatus.Writer[types.NamespacedName, rspEntry] {
+	return &policystatus.Writer[types.NamespacedName, rspEntry]{Name: "failoverpolicy-rebalance", FieldOwner: StatusFieldOwner,
+		Store: s, Build: desiredStatus}
 }
 
-func equalEntry(a, b v1alpha1.RebalanceStatus) bool {
-	return a.Shifted == b.Shifted && a.Reason == b.Reason && timeOf(a.LastChangeTime).Equal(timeOf(b.LastChangeTime))
+// desiredStatus builds only the fields this controller owns. Without
+// rebalancing enabled the Rebalancing condition is left out, which removes
+// it.
+func desiredStatus(pol *v1alpha1.FailoverPolicy, entries map[types.NamespacedName]rspEntry) v1alpha1.FailoverPolicyStatus {
+	keys := make([]types.NamespacedName, 0, len(entries))
+	for k := range entries {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	var out v1alpha1.FailoverPolicyStatus
+	for _, k := range keys {
+		if e := entries[k]; e.show && len(out.Rebalances) < maxRebalances {
+			out.Rebalances = append(out.Rebalances, e.status)
+		}
+	}
+	if policy.Enabled(pol, policy.Rebalance) {
+		out.Conditions = policystatus.Conditions(pol, rebalancingCondition(pol, keys, entries))
+	}
+	return out
 }
 
-func (s *store) forget(key types.NamespacedName) {
-	s.mu.Lock()
-	policy, ok := s.owner[key]
-	delete(s.owner, key)
-	if ok {
-		delete(s.entries[policy], key)
-	}
-	s.mu.Unlock()
-	s.poke(policy)
-}
+// placementOrder ranks the placements: the condition's reason is the first
+// that any managed RSP is in.
+var placementOrder = []string{v1alpha1.ReasonRebalanceHeld, v1alpha1.ReasonShifted, v1alpha1.ReasonFailingBack}
 
-func (s *store) decide(policy string, d v1alpha1.Decision) {
-	s.mu.Lock()
-	s.decisions[policy] = append([]v1alpha1.Decision{d}, s.decisions[policy]...)
-	if len(s.decisions[policy]) > policystatus.MaxDecisions {
-		s.decisions[policy] = s.decisions[policy][:policystatus.MaxDecisions]
+// rebalancingCondition is True while a managed RSP is away from its
+// baseline (or held), with the first placement of placementOrder as reason
+// and each such RSP's detail as message; False (AtBaseline) otherwise.
+func rebalancingCondition(pol *v1alpha1.FailoverPolicy, keys []types.NamespacedName, entries map[types.NamespacedName]rspEntry) metav1.Condition {
+	reason, rank := v1alpha1.ReasonAtBaseline, len(placementOrder)
+	var details []string
+	for _, k := range keys {
+		e := entries[k]
+		i := slices.Index(placementOrder, e.placement)
+		if i < 0 {
+			continue
+		}
+		details = append(details, e.detail)
+		if i < rank {
+			reason, rank = e.placement, i
+		}
 	}
-	s.mu.Unlock()
-	s.poke(policy)
-}
-
-func (s *store) snapshot(policy string) ([]v1alpha1.RebalanceStatus, []v1alpha1.Decision) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []v1alpha1.RebalanceStatus
-	for _, st := range s.entries[policy] {
-		out = append(out, st)
+	if len(details) == 0 {
+		return policystatus.Condition(pol, v1alpha1.ConditionRebalancing, metav1.ConditionFalse, v1alpha1.ReasonAtBaseline,
+			fmt.Sprintf("%d managed ReplicaSchedulingPreferences, all at their baseline", len(keys)))
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.RebalanceStatus) int {
-		return cmpString(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
-	if len(out) > maxRebalances {
-		out = out[:maxRebalances]
-	}
-	return out, slices.Clone(s.decisions[policy])
-}
-
-// statusReconciler writes status.rebalances and the rebalance decisions of
-// one policy.
-type statusReconciler struct {
-	client client.Client
-	store  *store
-}
-
-func (r *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	pol := &v1alpha1.FailoverPolicy{}
-	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	rebalances, ours := r.store.snapshot(pol.Name)
-	status := v1alpha1.FailoverPolicyStatus{
-		Rebalances:      rebalances,
-		RecentDecisions: policystatus.MergeDecisions(ours, pol.Status.RecentDecisions),
-	}
-	if err := policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, nil
+	return policystatus.Condition(pol, v1alpha1.ConditionRebalancing, metav1.ConditionTrue, reason, strings.Join(details, "; "))
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
 )
 
-// Options configure the controllers. KubefedNamespace overrides the namespace
-// in each controller's own options.
+// Options configure the controllers. KubefedNamespace, when set, is the
+// member package's namespace: every controller reads KubeFedClusters
+// through the member cache.
 type Options struct {
 	KubefedNamespace string
 	Members          member.Options
@@ -32,8 +33,6 @@ type Options struct {
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*member.Cache, error) {
 	if o.KubefedNamespace != "" {
 		o.Members.Namespace = o.KubefedNamespace
-		o.NodeRecovery.KubefedNamespace = o.KubefedNamespace
-		o.Rebalance.KubefedNamespace = o.KubefedNamespace
 	}
 	members, err := member.SetupWithManager(ctx, mgr, o.Members)
 	if err != nil {

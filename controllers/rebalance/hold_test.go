@@ -1,0 +1,77 @@
+package rebalance
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// An RSP shifted by a policy whose selector became invalid stays exactly as
+// it is (no release mid-failover), the policy's status says why, and the
+// event is emitted once.
+func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
+	shifted := contract.Placement{TotalReplicas: 6, Clusters: prefs(6, 0)}
+	m := &contract.RebalanceState{Policy: "p", Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
+	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web",
+		Annotations: map[string]string{contract.AnnotationRebalance: m.Encode()}},
+		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 6, Clusters: prefs(6, 0)}}
+	spec := testSpec()
+	spec.ReplicaSchedulingPreferences.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(rsp, pol).Build()
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{host: c, recorder: rec, store: newStore(), mem: map[types.NamespacedName]*memory{}, now: func() time.Time { return t0 }}
+
+	key := client.ObjectKeyFromObject(rsp)
+	before := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := c.Get(context.Background(), key, before); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != before.ResourceVersion || got.Annotations[contract.AnnotationRebalance] != m.Encode() || !specPlacement(got).Equal(shifted) {
+		t.Fatalf("held RSP changed: %+v", got)
+	}
+	if n := len(rec.Events); n != 2 { // one on the RSP, one on the policy
+		t.Fatalf("%d events, want 2 (once)", n)
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, v1alpha1.ReasonInvalidSelector) || !strings.Contains(ev, "spec.rebalance.replicaSchedulingPreferences.selector") {
+		t.Errorf("event %q", ev)
+	}
+	entries, decisions := r.store.Snapshot("p")
+	st := desiredStatus(pol, entries)
+	if len(st.Rebalances) != 1 || !st.Rebalances[0].Shifted || st.Rebalances[0].Reason != v1alpha1.ReasonInvalidSelector {
+		t.Errorf("rebalances %+v", st.Rebalances)
+	}
+	if len(st.Conditions) != 1 || st.Conditions[0].Reason != v1alpha1.ReasonRebalanceHeld || !strings.Contains(st.Conditions[0].Message, "demo/web") {
+		t.Errorf("conditions %+v", st.Conditions)
+	}
+	if len(decisions) != 1 || decisions[0].Action != ActionHold {
+		t.Errorf("decisions %+v", decisions)
+	}
+}

@@ -313,15 +313,6 @@ type MemberStatus struct {
 	NodesReady int32 `json:"nodesReady,omitempty"`
 	// +optional
 	NodesTotal int32 `json:"nodesTotal,omitempty"`
-	// LostNodes counts nodes that are lost (not Ready for notReadyFor).
-	// +optional
-	LostNodes int32 `json:"lostNodes,omitempty"`
-	// FencedNodes counts lost nodes with fencing evidence.
-	// +optional
-	FencedNodes int32 `json:"fencedNodes,omitempty"`
-	// StormActive is true while recovery is suspended in this member.
-	// +optional
-	StormActive bool `json:"stormActive,omitempty"`
 }
 
 // RecoveryPhase is the stage of one node's recovery.

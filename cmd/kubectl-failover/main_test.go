@@ -345,7 +345,7 @@ func seedPolicy() *v1alpha1.FailoverPolicy {
 		Status: v1alpha1.FailoverPolicyStatus{
 			ConnectedMembers: 1,
 			Members: []v1alpha1.MemberStatus{
-				{Name: "member1", Connected: true, Reason: "Connected", LastProbeTime: &now, ServerVersion: "v1.37.2", NodesReady: 2, NodesTotal: 3, LostNodes: 1, FencedNodes: 1},
+				{Name: "member1", Connected: true, Reason: "Connected", LastProbeTime: &now, ServerVersion: "v1.37.2", NodesReady: 2, NodesTotal: 3},
 				{Name: "member2", Connected: false, Reason: "ProbeFailed", Message: "connection refused", LastProbeTime: &now},
 			},
 			Recoveries: []v1alpha1.NodeRecoveryStatus{{Cluster: "member1", Node: "m1-node-2", Machine: "fleet/m1-node-2", Phase: v1alpha1.RecoveryPhaseRecovered,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/capimap"
 	"github.com/fedfailover/fedfailover/internal/fencing"
+	"github.com/fedfailover/fedfailover/internal/policy"
 )
 
 // Explanation says why a node was or was not recovered.
@@ -112,11 +112,14 @@ func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Mach
 		return Explanation{}, fmt.Errorf("unknown member cluster %q (KubeFedClusters: %s)", cluster, strings.Join(s.clusterNames(), ", "))
 	}
 	e := Explanation{Cluster: cluster, Node: node}
-	pol, rec := s.recoveryOf(cluster, node)
+	pol, rec, unusable := s.recoveryOf(cluster, node)
 	e.Decisions = s.nodeDecisions(cluster, node)
 	if pol == nil {
 		e.Verdict = "Not covered"
 		e.Detail = "no FailoverPolicy with node recovery enabled selects member " + cluster
+		for _, u := range unusable {
+			e.Notes = append(e.Notes, fmt.Sprintf("policy %s has node recovery enabled but acts on nothing new: %s", u.Policy.Name, u.Err))
+		}
 		return e, nil
 	}
 	e.Policy, e.Recovery = pol.Name, rec
@@ -147,23 +150,18 @@ func (s *Snapshot) anyMemberStatus(cluster string) bool {
 }
 
 // recoveryOf finds the policy covering the node's member: the one with a
-// recovery entry for the node, else the first (by name) with node recovery
-// enabled that selects the member.
-func (s *Snapshot) recoveryOf(cluster, node string) (*v1alpha1.FailoverPolicy, *v1alpha1.NodeRecoveryStatus) {
+// recovery entry for the node, else the one that governs the member's node
+// recovery (and the policies that cannot tell, for a note).
+func (s *Snapshot) recoveryOf(cluster, node string) (*v1alpha1.FailoverPolicy, *v1alpha1.NodeRecoveryStatus, []policy.Unusable) {
 	for i := range s.Policies {
 		for j, r := range s.Policies[i].Status.Recoveries {
 			if r.Cluster == cluster && r.Node == node {
-				return &s.Policies[i], &s.Policies[i].Status.Recoveries[j]
+				return &s.Policies[i], &s.Policies[i].Status.Recoveries[j], nil
 			}
 		}
 	}
-	for i := range s.Policies {
-		p := &s.Policies[i]
-		if nr := p.Spec.NodeRecovery; nr != nil && nr.Enabled && slices.Contains(s.policyMembers(p), cluster) {
-			return p, nil
-		}
-	}
-	return nil, nil
+	sel := s.recoveryPolicy(cluster)
+	return sel.Governing, nil, sel.Unusable
 }
 
 // nodeDecisions are the recent decisions whose object is the node or whose
@@ -188,9 +186,11 @@ func stormOf(p *v1alpha1.FailoverPolicy, cluster string) StormView {
 	var v StormView
 	for _, m := range p.Status.Members {
 		if m.Name == cluster {
-			v.Active, v.LostNodes, v.NodesTotal = m.StormActive, m.LostNodes, m.NodesTotal
+			v.NodesTotal = m.NodesTotal
 		}
 	}
+	c := recoveryCounts(p, cluster)
+	v.Active, v.LostNodes = c.suspended, c.lost
 	nr := p.Spec.NodeRecovery
 	if nr.MaxUnhealthy != nil {
 		v.MaxUnhealthy = nr.MaxUnhealthy.String()

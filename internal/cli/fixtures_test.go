@@ -84,11 +84,11 @@ func defaultPolicy() v1alpha1.FailoverPolicy {
 		},
 		Members: []v1alpha1.MemberStatus{
 			{Name: "member1", Connected: true, Reason: "Connected", LastProbeTime: ago(5 * time.Second), ServerVersion: "v1.37.2",
-				NodesReady: 3, NodesTotal: 4, LostNodes: 1, FencedNodes: 1},
+				NodesReady: 3, NodesTotal: 4},
 			{Name: "member2", Connected: false, Reason: "ProbeFailed", Message: "probe failed: connection refused", LastProbeTime: ago(3 * time.Second),
 				ServerVersion: "v1.37.2"},
 			{Name: "member3", Connected: true, Reason: "Connected", LastProbeTime: ago(4 * time.Second), ServerVersion: "v1.37.2",
-				NodesReady: 2, NodesTotal: 3, LostNodes: 1},
+				NodesReady: 2, NodesTotal: 3},
 		},
 		Recoveries: []v1alpha1.NodeRecoveryStatus{
 			{Cluster: "member3", Node: "m3-node-1", Machine: "member3/m3-node-1", Phase: v1alpha1.RecoveryPhaseBlocked, LostSince: ago(3 * time.Minute),

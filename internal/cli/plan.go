@@ -38,6 +38,16 @@ type PlanView struct {
 	RSPs     []PlanRow `json:"replicaSchedulingPreferences"`
 	// Unmanaged lists RSPs no policy rebalances (namespace/name).
 	Unmanaged []string `json:"unmanaged,omitempty"`
+	// Held lists RSPs left as they are because the policy that manages
+	// them has a selector that cannot be parsed.
+	Held []HeldRow `json:"held,omitempty"`
+}
+
+// HeldRow is an RSP the rebalance controller leaves as it is.
+type HeldRow struct {
+	RSP    string `json:"replicaSchedulingPreference"`
+	Policy string `json:"policy"`
+	Reason string `json:"reason"`
 }
 
 // PlanRow is the planner's answer for one RSP.
@@ -77,12 +87,16 @@ func BuildPlan(s *Snapshot, sc Scenario) (PlanView, error) {
 	v := PlanView{Scenario: sc}
 	for i := range s.RSPs {
 		rsp := &s.RSPs[i]
-		p := s.rebalancePolicy(rsp)
-		if p == nil {
+		sel := s.rebalancePolicy(rsp)
+		if sel.Held != nil {
+			v.Held = append(v.Held, HeldRow{RSP: rsp.Namespace + "/" + rsp.Name, Policy: sel.Held.Policy.Name, Reason: sel.Held.Err.Error()})
+			continue
+		}
+		if sel.Governing == nil {
 			v.Unmanaged = append(v.Unmanaged, rsp.Namespace+"/"+rsp.Name)
 			continue
 		}
-		row, err := planRSP(s, p, rsp, sc)
+		row, err := planRSP(s, sel.Governing, rsp, sc)
 		if err != nil {
 			return PlanView{}, err
 		}

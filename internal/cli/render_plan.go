@@ -25,6 +25,11 @@ func RenderPlan(w io.Writer, v PlanView, wide bool) error {
 			return err
 		}
 	}
+	for _, h := range v.Held {
+		if _, err := fmt.Fprintf(w, "\nHeld as it is (policy %s cannot be applied): %s: %s\n", h.Policy, h.RSP, h.Reason); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

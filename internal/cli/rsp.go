@@ -27,6 +27,9 @@ type RSPRow struct {
 	Reason        string          `json:"reason,omitempty"`
 	LastChange    *metav1.Time    `json:"lastChangeTime,omitempty"`
 	Clusters      []RSPClusterRow `json:"clusters"`
+	// Held says why the RSP is left as it is: the policy that manages it
+	// has a selector that cannot be parsed.
+	Held string `json:"held,omitempty"`
 	// Error is set when the state annotation cannot be read.
 	Error string `json:"error,omitempty"`
 }
@@ -58,13 +61,20 @@ func rspRow(s *Snapshot, rsp *fedschedv1a1.ReplicaSchedulingPreference) RSPRow {
 	}
 	r.BaselineTotal = base.total
 	members := s.clusterNames()
-	if p := s.rebalancePolicy(rsp); p != nil {
+	sel := s.rebalancePolicy(rsp)
+	switch p := sel.Governing; {
+	case sel.Held != nil:
+		r.Policy, r.Reason, r.Held = sel.Held.Policy.Name, v1alpha1.ReasonInvalidSelector, sel.Held.Err.Error()
+		r.Shifted = base.shifted(rsp)
+		if base.recorded != nil {
+			r.LastChange = base.recorded.LastChange
+		}
+	case p != nil:
 		r.Policy = p.Name
 		members = s.policyMembers(p)
 		r.Shifted, r.Reason, r.LastChange = rebalanceStatus(p, rsp)
-	} else {
-		r.Shifted = !contract.Placement{TotalReplicas: base.total, Clusters: base.clusters}.Equal(
-			contract.Placement{TotalReplicas: rsp.Spec.TotalReplicas, Clusters: rsp.Spec.Clusters})
+	default:
+		r.Shifted = base.shifted(rsp)
 	}
 	placed := currentPlacement(base.clusters, rsp, members)
 	for _, c := range clusterNames(base.clusters, rsp.Spec.Clusters, members) {
@@ -116,6 +126,12 @@ func baselineOf(rsp *fedschedv1a1.ReplicaSchedulingPreference) (baseline, error)
 		return baseline{total: rsp.Spec.TotalReplicas, clusters: rsp.Spec.Clusters}, err
 	}
 	return baseline{total: rec.Baseline.TotalReplicas, clusters: rec.Baseline.Clusters, recorded: rec}, nil
+}
+
+// shifted says whether the RSP's spec differs from its baseline.
+func (b baseline) shifted(rsp *fedschedv1a1.ReplicaSchedulingPreference) bool {
+	return !contract.Placement{TotalReplicas: b.total, Clusters: b.clusters}.Equal(
+		contract.Placement{TotalReplicas: rsp.Spec.TotalReplicas, Clusters: rsp.Spec.Clusters})
 }
 
 func rebalanceStatus(p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) (bool, string, *metav1.Time) {

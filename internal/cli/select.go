@@ -1,26 +1,20 @@
 package cli
 
 import (
-	"slices"
-	"strings"
-
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/policy"
 )
 
-// policyMembers lists the KubeFedClusters a policy selects, sorted.
+// policyMembers lists the KubeFedClusters a policy selects, sorted; none
+// when its clusterSelector is invalid (the policy acts on nothing new).
 func (s *Snapshot) policyMembers(p *v1alpha1.FailoverPolicy) []string {
-	sel := labels.Everything()
-	if p.Spec.ClusterSelector != nil {
-		parsed, err := metav1.LabelSelectorAsSelector(p.Spec.ClusterSelector)
-		if err != nil {
-			return nil
-		}
-		sel = parsed
+	sel, err := policy.Clusters(p)
+	if err != nil {
+		return nil
 	}
 	var out []string
 	for i := range s.Clusters {
@@ -31,51 +25,25 @@ func (s *Snapshot) policyMembers(p *v1alpha1.FailoverPolicy) []string {
 	return out
 }
 
-// rebalancePolicy is the policy that manages an RSP, chosen as the
-// rebalance controller does: the oldest (then by name) enabled policy whose
-// RSP selector matches. Nil when none does.
-func (s *Snapshot) rebalancePolicy(rsp *fedschedv1a1.ReplicaSchedulingPreference) *v1alpha1.FailoverPolicy {
-	var match []*v1alpha1.FailoverPolicy
-	for i := range s.Policies {
-		p := &s.Policies[i]
-		if p.DeletionTimestamp == nil && p.Spec.Rebalance != nil && p.Spec.Rebalance.Enabled &&
-			s.selectsRSP(p.Spec.Rebalance.ReplicaSchedulingPreferences, rsp) {
-			match = append(match, p)
-		}
+// rebalancePolicy selects the policy that manages an RSP with the rebalance
+// controller's rule (internal/policy.ForRSP).
+func (s *Snapshot) rebalancePolicy(rsp *fedschedv1a1.ReplicaSchedulingPreference) policy.Selection {
+	owner := ""
+	if base, err := baselineOf(rsp); err == nil && base.recorded != nil {
+		owner = base.recorded.Policy
 	}
-	if len(match) == 0 {
-		return nil
-	}
-	slices.SortFunc(match, func(a, b *v1alpha1.FailoverPolicy) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return match[0]
+	obj := policy.Object{Labels: rsp.Labels, Namespace: rsp.Namespace, NamespaceLabels: s.NamespaceLabels[rsp.Namespace]}
+	return policy.ForRSP(s.Policies, obj, owner)
 }
 
-func (s *Snapshot) selectsRSP(scope v1alpha1.PodScope, rsp *fedschedv1a1.ReplicaSchedulingPreference) bool {
-	if !matches(scope.Selector, rsp.Labels) {
-		return false
+// recoveryPolicy selects the policy that governs node recovery in a member
+// with the node recovery controller's rule (internal/policy.ForMember).
+func (s *Snapshot) recoveryPolicy(cluster string) policy.Selection {
+	var l map[string]string
+	if k := s.cluster(cluster); k != nil {
+		l = k.Labels
 	}
-	switch {
-	case len(scope.Namespaces) > 0:
-		return slices.Contains(scope.Namespaces, rsp.Namespace)
-	case scope.NamespaceSelector != nil:
-		return matches(scope.NamespaceSelector, s.NamespaceLabels[rsp.Namespace])
-	}
-	return true
-}
-
-// matches treats a nil selector as "everything" and an invalid one as
-// "nothing", as the controllers do.
-func matches(sel *metav1.LabelSelector, l map[string]string) bool {
-	if sel == nil {
-		return true
-	}
-	parsed, err := metav1.LabelSelectorAsSelector(sel)
-	return err == nil && parsed.Matches(labels.Set(l))
+	return policy.ForMember(s.Policies, l)
 }
 
 // kubefedReady is the status of the KubeFedCluster's Ready condition.

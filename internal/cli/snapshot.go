@@ -13,6 +13,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/policy"
 )
 
 // DefaultKubefedNamespace holds KubeFedClusters unless told otherwise.
@@ -55,7 +56,7 @@ func Gather(ctx context.Context, src Source, now time.Time) (*Snapshot, error) {
 	}
 	s.Policies, s.Clusters, s.RSPs = pols.Items, kfcs.Items, rsps.Items
 	sortSnapshot(s)
-	if needsNamespaceLabels(s.Policies) {
+	if policy.NeedNamespaceLabels(s.Policies) {
 		if err := s.readNamespaceLabels(ctx, src.Reader); err != nil {
 			return nil, err
 		}
@@ -69,15 +70,6 @@ func sortSnapshot(s *Snapshot) {
 	slices.SortFunc(s.RSPs, func(a, b fedschedv1a1.ReplicaSchedulingPreference) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-}
-
-func needsNamespaceLabels(pols []v1alpha1.FailoverPolicy) bool {
-	for i := range pols {
-		if r := pols[i].Spec.Rebalance; r != nil && r.ReplicaSchedulingPreferences.NamespaceSelector != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Snapshot) readNamespaceLabels(ctx context.Context, r client.Reader) error {

@@ -115,7 +115,7 @@ func memberRows(s *Snapshot) []MemberRow {
 			r := row(m.Name)
 			r.Policies = append(r.Policies, s.Policies[i].Name)
 			if r.Connected == nil || newer(m.LastProbeTime, r.LastProbeTime) {
-				mergeMember(r, m)
+				mergeMember(r, &s.Policies[i], m)
 			}
 		}
 	}
@@ -131,11 +131,40 @@ func newer(a, b *metav1.Time) bool {
 	return a != nil && (b == nil || a.After(b.Time))
 }
 
-func mergeMember(r *MemberRow, m v1alpha1.MemberStatus) {
+// mergeMember takes the member's connection from the policy's member
+// status and its lost nodes from the policy's recoveries.
+func mergeMember(r *MemberRow, p *v1alpha1.FailoverPolicy, m v1alpha1.MemberStatus) {
 	connected := m.Connected
 	r.Connected = &connected
-	r.NodesReady, r.NodesTotal, r.LostNodes, r.FencedNodes = m.NodesReady, m.NodesTotal, m.LostNodes, m.FencedNodes
-	r.StormActive, r.ServerVersion, r.Reason, r.Message, r.LastProbeTime = m.StormActive, m.ServerVersion, m.Reason, m.Message, m.LastProbeTime
+	r.NodesReady, r.NodesTotal = m.NodesReady, m.NodesTotal
+	r.ServerVersion, r.Reason, r.Message, r.LastProbeTime = m.ServerVersion, m.Reason, m.Message, m.LastProbeTime
+	c := recoveryCounts(p, m.Name)
+	r.LostNodes, r.FencedNodes, r.StormActive = c.lost, c.fenced, c.suspended
+}
+
+// counts summarises a member's entries in a policy's status.recoveries:
+// each is a lost node (node recovery lists every one).
+type counts struct {
+	lost, fenced int32
+	// suspended: recovery is suspended in the member (storm guard).
+	suspended bool
+}
+
+func recoveryCounts(p *v1alpha1.FailoverPolicy, cluster string) counts {
+	var c counts
+	for _, r := range p.Status.Recoveries {
+		if r.Cluster != cluster {
+			continue
+		}
+		c.lost++
+		if r.FencedAt != nil || r.Evidence != "" {
+			c.fenced++
+		}
+		if r.Phase == v1alpha1.RecoveryPhaseSuspended {
+			c.suspended = true
+		}
+	}
+	return c
 }
 
 func policyRow(s *Snapshot, p *v1alpha1.FailoverPolicy) PolicyRow {

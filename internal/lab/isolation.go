@@ -120,14 +120,14 @@ func (i *Isolation) listenInside(addr string) (net.Listener, error) {
 			ch <- result{err: fmt.Errorf("opening own network namespace: %w", err)}
 			return
 		}
-		defer back.Close()
+		defer func() { _ = back.Close() }()
 		target, err := os.Open("/run/netns/" + i.Name)
 		if err != nil {
 			runtime.UnlockOSThread()
 			ch <- result{err: fmt.Errorf("opening network namespace %s: %w", i.Name, err)}
 			return
 		}
-		defer target.Close()
+		defer func() { _ = target.Close() }()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
 			ch <- result{err: fmt.Errorf("entering network namespace %s: %w", i.Name, err)}
@@ -145,7 +145,7 @@ func (i *Isolation) listenInside(addr string) (net.Listener, error) {
 	r := <-ch
 	if r.err != nil {
 		if r.ln != nil {
-			r.ln.Close()
+			_ = r.ln.Close()
 		}
 		return nil, fmt.Errorf("listening on %s in %s: %w", addr, i.Name, r.err)
 	}
@@ -175,12 +175,12 @@ func (l *link) serve() {
 func (l *link) pipe(in net.Conn) {
 	out, err := net.Dial("tcp", l.addr)
 	if err != nil {
-		in.Close()
+		_ = in.Close()
 		return
 	}
 	if !l.track(in, out) {
-		in.Close()
-		out.Close()
+		_ = in.Close()
+		_ = out.Close()
 		return
 	}
 	done := make(chan struct{}, 2)
@@ -191,8 +191,8 @@ func (l *link) pipe(in net.Conn) {
 	go cp(out, in)
 	go cp(in, out)
 	<-done
-	in.Close()
-	out.Close()
+	_ = in.Close()
+	_ = out.Close()
 	<-done
 	l.untrack(in, out)
 }
@@ -225,11 +225,11 @@ func (l *link) close() {
 	conns := l.conns
 	l.conns = map[net.Conn]struct{}{}
 	l.mu.Unlock()
-	l.ln.Close()
+	_ = l.ln.Close()
 	for c := range conns {
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
 		}
-		c.Close()
+		_ = c.Close()
 	}
 }

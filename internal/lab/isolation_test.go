@@ -22,7 +22,7 @@ func TestIsolationHelperDial(t *testing.T) {
 		fmt.Println("DIAL-FAILED", err)
 		return
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprintln(c, "ping")
 	line, err := bufio.NewReader(c).ReadString('\n')
@@ -43,7 +43,7 @@ func TestIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -51,7 +51,7 @@ func TestIsolation(t *testing.T) {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				r := bufio.NewReader(c)
 				for {
 					line, err := r.ReadString('\n')
@@ -106,7 +106,7 @@ func TestIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inside.Close()
+	_ = inside.Close()
 	iso.Cut(addr)
 	if iso.Forwarded(addr) {
 		t.Fatal("still forwarded after Cut")

@@ -329,6 +329,11 @@ const (
 	RecoveryPhaseSuspended  RecoveryPhase = "Suspended"
 )
 
+// RecoveryPhases lists every RecoveryPhase (the enum above), e.g. for
+// metrics that keep a series per phase.
+var RecoveryPhases = []RecoveryPhase{RecoveryPhaseLost, RecoveryPhaseBlocked, RecoveryPhaseFenced,
+	RecoveryPhaseRecovering, RecoveryPhaseRecovered, RecoveryPhaseSuspended}
+
 // NodeRecoveryStatus is the state of one lost node.
 type NodeRecoveryStatus struct {
 	// Cluster is the member cluster.

@@ -128,6 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		next.In(now, after)
 	}
+	observeMember(v.cluster, v.nodes, rep.Recoveries)
 	r.store.publish(v.cluster, rep)
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err

@@ -89,6 +89,7 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 	show := res.Shifted || (res.Reason != planner.ReasonBalanced && res.Reason != planner.ReasonNoMembers)
 	placement, detail := placementOf(key, in, res)
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail})
+	metrics.RSPShifted.WithLabelValues(rsp.Namespace, rsp.Name).Set(shiftedGauge(res.Shifted))
 	for n, p := range res.Clusters {
 		if n != planner.Wildcard {
 			metrics.RSPWeight.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(p.Weight))
@@ -134,6 +135,13 @@ func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp
 	if first {
 		r.report(ctx, pol, rsp, "", v1alpha1.ReasonInvalidSelector, ActionHold, msg, pol.Spec.DryRun)
 	}
+}
+
+func shiftedGauge(shifted bool) float64 {
+	if shifted {
+		return 1
+	}
+	return 0
 }
 
 // onsetInfo is the earliest onset of a failed or exhausted member.

@@ -36,6 +36,24 @@ var (
 		Name:      "storm_active",
 		Help:      "1 while node recovery is suspended in the member cluster because too many nodes are lost.",
 	}, []string{ClusterLabel})
+
+	// LostNodes counts the lost nodes that the member's last node recovery
+	// pass reported, by recovery phase (every phase has a series, 0 when
+	// none), so alerts can tell how long a node has been Blocked.
+	LostNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "lost_nodes",
+		Help:      "Lost nodes of the member cluster by recovery phase, as of the last node recovery pass.",
+	}, []string{ClusterLabel, "phase"})
+
+	// OutOfServiceReadyNodes counts Ready nodes that still carry the
+	// out-of-service taint fedfailover added. It removes the taint when a
+	// node returns, so a lasting non-zero value means the removal fails.
+	OutOfServiceReadyNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "out_of_service_ready_nodes",
+		Help:      "Ready nodes of the member cluster that still carry the out-of-service taint fedfailover added, as of the last node recovery pass.",
+	}, []string{ClusterLabel})
 )
 
 // Results of NodeRecoveries.
@@ -55,5 +73,5 @@ const (
 )
 
 func init() {
-	mustRegister(NodeRecoveries, NodeRecoverySeconds, FencingBlocked, StormActive)
+	mustRegister(NodeRecoveries, NodeRecoverySeconds, FencingBlocked, StormActive, LostNodes, OutOfServiceReadyNodes)
 }

@@ -12,6 +12,14 @@ var (
 		Help:      "Weight of a member cluster in a managed ReplicaSchedulingPreference.",
 	}, []string{"namespace", "rsp", ClusterLabel})
 
+	// RSPShifted is 1 while a managed ReplicaSchedulingPreference differs
+	// from the user's baseline, 0 while it is at its baseline.
+	RSPShifted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "rsp_shifted",
+		Help:      "1 while a managed ReplicaSchedulingPreference is shifted from its baseline, 0 at the baseline.",
+	}, []string{"namespace", "rsp"})
+
 	// Rebalances counts changes of managed RSPs (or, in dry-run, changes
 	// that would have been written), by planner reason.
 	Rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -39,12 +47,14 @@ var (
 	}, []string{"reason"})
 )
 
-// DeleteRSP removes the weight series of a ReplicaSchedulingPreference that
-// is no longer managed.
+// DeleteRSP removes the series of a ReplicaSchedulingPreference that is no
+// longer managed.
 func DeleteRSP(namespace, name string) {
-	RSPWeight.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "rsp": name})
+	l := prometheus.Labels{"namespace": namespace, "rsp": name}
+	RSPWeight.DeletePartialMatch(l)
+	RSPShifted.DeletePartialMatch(l)
 }
 
 func init() {
-	mustRegister(RSPWeight, Rebalances, MemberFreeCapacity, RebalanceSeconds)
+	mustRegister(RSPWeight, RSPShifted, Rebalances, MemberFreeCapacity, RebalanceSeconds)
 }

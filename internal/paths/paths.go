@@ -58,6 +58,20 @@ func BinDir() (string, error) {
 	return filepath.Join(root, "bin"), nil
 }
 
+// Tool returns the path of a binary `make tools` builds into BinDir, or an
+// error that says how to build it: tests that need a tool never skip.
+func Tool(name string) (string, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(bin, name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s not found in %s: run `make tools` first", name, bin)
+	}
+	return path, nil
+}
+
 // ModuleDir returns the module cache directory of mod ("path@version"),
 // downloading it through the Go module proxy when it is not cached yet.
 func ModuleDir(mod string) (string, error) {

@@ -22,10 +22,11 @@ func newExplainCommand(root *rootOptions) *cobra.Command {
 func newExplainNodeCommand(root *rootOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:     "node CLUSTER/NODE",
-		Short:   "Why a member node was or was not recovered",
-		Example: "  kubectl failover explain node member1/member1-node-2\n  kubectl failover explain node member1/member1-node-2 -o json",
-		Args:    cobra.ExactArgs(1),
+		Use:               "node CLUSTER/NODE",
+		Short:             "Why a member node was or was not recovered",
+		Example:           "  kubectl failover explain node member1/member1-node-2\n  kubectl failover explain node member1/member1-node-2 -o json",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: root.completeNodes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
 				return err

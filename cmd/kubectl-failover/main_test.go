@@ -164,6 +164,7 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	})
 	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
+	t.Run("completion", func(t *testing.T) { testCompletion(t, h) })
 	t.Run("docs", func(t *testing.T) { testDocs(t, h) })
 	t.Run("CRDs missing", func(t *testing.T) { testCRDsMissing(t, h) })
 }
@@ -190,32 +191,6 @@ func testErrors(t *testing.T, h *host) {
 			}
 			wantLines(t, err.Error(), c.want...)
 		})
-	}
-}
-
-// testWatch starts `status --watch`, changes a policy's status, and expects
-// a second rendering; cancelling the context (Ctrl-C) ends the command.
-func testWatch(t *testing.T, h *host) {
-	ctx, cancel := context.WithCancel(t.Context())
-	var out syncBuffer
-	cmd := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
-	cmd.SetArgs([]string{"status", "--watch", "--interval", "100ms", "--kubeconfig=" + h.admin})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-	waitFor(t, &out, "member1/m1-node-2")
-	pol := &v1alpha1.FailoverPolicy{}
-	if err := h.c.Get(ctx, client.ObjectKey{Name: "default"}, pol); err != nil {
-		t.Fatal(err)
-	}
-	pol.Status.Members[0].NodesReady = 3
-	if err := h.c.Status().Update(ctx, pol); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, &out, "\n--- ")
-	waitFor(t, &out, "member1   Yes         True            3/3")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("watch ended with %v", err)
 	}
 }
 
@@ -248,13 +223,30 @@ func waitFor(t *testing.T, out *syncBuffer, want string) {
 }
 
 // testCRDsMissing deletes fedfailover's CRD (last, on the shared server):
-// the CLI then says how to install it.
+// the CLI then says how to install it, and a running `status --watch` ends
+// with the same message.
 func testCRDsMissing(t *testing.T, h *host) {
+	var out syncBuffer
+	watch := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	watch.SetArgs([]string{"status", "--watch", "--kubeconfig=" + h.admin})
+	watched := make(chan error, 1)
+	go func() { watched <- watch.ExecuteContext(t.Context()) }()
+	waitFor(t, &out, "member1/m1-node-2")
+
 	crd := &unstructured.Unstructured{}
 	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 	crd.SetName("failoverpolicies.failover.fedfailover.io")
 	if err := h.c.Delete(t.Context(), crd); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-watched:
+		if err == nil {
+			t.Fatal("status --watch ended without an error after the CRD was deleted")
+		}
+		wantLines(t, err.Error(), "failoverpolicies.failover.fedfailover.io is not served", "kubectl apply -f config/crd/bases")
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("status --watch still running two minutes after the CRD was deleted:\n%s", out.String())
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

@@ -41,6 +41,8 @@ func newPlanCommand(root *rootOptions) *cobra.Command {
 	addOutputFlag(cmd, &output)
 	cmd.Flags().StringVar(&fail, "fail", "", "Member cluster assumed failed (disconnected or not Ready).")
 	cmd.Flags().StringVar(&full, "full", "", "Member cluster assumed out of capacity.")
+	_ = cmd.RegisterFlagCompletionFunc("fail", root.completeMembers)
+	_ = cmd.RegisterFlagCompletionFunc("full", root.completeMembers)
 	cmd.MarkFlagsMutuallyExclusive("fail", "full")
 	cmd.MarkFlagsOneRequired("fail", "full")
 	return cmd

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,7 +29,13 @@ type rootOptions struct {
 
 // NewRootCommand builds `kubectl failover` and its subcommands.
 func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &rootOptions{flags: genericclioptions.NewConfigFlags(true), streams: streams, now: time.Now}
+	return newRootCommand(streams, genericclioptions.NewConfigFlags(true))
+}
+
+// newRootCommand takes the kubeconfig flags, so tests can wrap the REST
+// config (e.g. count requests).
+func newRootCommand(streams genericiooptions.IOStreams, flags *genericclioptions.ConfigFlags) *cobra.Command {
+	o := &rootOptions{flags: flags, streams: streams, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "kubectl-failover",
 		Short: "Show what fedfailover sees and decides in a kubefed federation",
@@ -37,22 +44,23 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl failover"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// kubectl completes plugins through kubectl_complete-failover; a
+		// `completion` script for the plugin binary itself is rarely wanted.
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 	}
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	o.flags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.kubefedNamespace, "kubefed-namespace", cli.DefaultKubefedNamespace,
 		"Namespace of the KubeFedCluster objects in the host cluster.")
+	_ = cmd.RegisterFlagCompletionFunc("context", o.completeContexts)
 	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o))
 	return cmd
 }
 
-// reader connects to the host cluster, turning kubeconfig problems into
+// restConfig loads the host cluster's kubeconfig, turning problems into
 // messages that say what to fix.
-func (o *rootOptions) reader() (client.Client, error) {
-	if o.client != nil {
-		return o.client, nil
-	}
+func (o *rootOptions) restConfig() (*rest.Config, error) {
 	cfg, err := o.flags.ToRESTConfig()
 	switch {
 	case err != nil && (clientcmd.IsContextNotFound(err) || strings.Contains(err.Error(), fmt.Sprintf("context %q does not exist", ptrValue(o.flags.Context)))):
@@ -61,6 +69,18 @@ func (o *rootOptions) reader() (client.Client, error) {
 		return nil, fmt.Errorf("no kubeconfig found: pass --kubeconfig or set KUBECONFIG to the host cluster's kubeconfig: %w", err)
 	case err != nil:
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// reader connects to the host cluster.
+func (o *rootOptions) reader() (client.Client, error) {
+	if o.client != nil {
+		return o.client, nil
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
 	}
 	s, err := scheme.New()
 	if err != nil {

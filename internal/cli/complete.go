@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/internal/capimap"
+)
+
+// MemberNames lists the member clusters the host knows, for shell
+// completion: KubeFedClusters and members reported in a policy's status
+// (a member that left may still be reported).
+func (s *Snapshot) MemberNames() []string {
+	names := s.clusterNames()
+	for i := range s.Policies {
+		for _, m := range s.Policies[i].Status.Members {
+			names = append(names, m.Name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// NodeNames lists the nodes of a member that the host knows, for shell
+// completion (the CLI never reads members): nodes in policy status
+// (recoveries, decisions) and the nodes of the member's Cluster API
+// Machines.
+func NodeNames(ctx context.Context, r client.Reader, s *Snapshot, cluster string) ([]string, error) {
+	var names []string
+	for i := range s.Policies {
+		st := &s.Policies[i].Status
+		for _, rec := range st.Recoveries {
+			if rec.Cluster == cluster {
+				names = append(names, rec.Node)
+			}
+		}
+		for _, d := range st.RecentDecisions {
+			if n, ok := strings.CutPrefix(d.Object, "Node/"); ok && d.Cluster == cluster {
+				names = append(names, n)
+			}
+		}
+	}
+	machines, err := memberMachines(ctx, r, s, cluster)
+	if err != nil {
+		return nil, err
+	}
+	for n := range machines {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// memberMachines maps the member's nodes to their Machines as the
+// controllers do (internal/capimap); no Cluster API, or no Cluster for the
+// member, is no Machine, not an error.
+func memberMachines(ctx context.Context, r client.Reader, s *Snapshot, cluster string) (map[string]*clusterv1.Machine, error) {
+	var annotations map[string]string
+	if k := s.cluster(cluster); k != nil {
+		annotations = k.Annotations
+	}
+	capi := capimap.Reader{Reader: r}
+	cl, err := capi.Cluster(ctx, cluster, annotations)
+	if err != nil {
+		_, err := mappingNote(err, resClusters, "")
+		return nil, err
+	}
+	ms, err := capi.MachinesByNode(ctx, cl)
+	if err != nil {
+		_, err := mappingNote(err, resMachines, cl.Namespace)
+		return nil, err
+	}
+	return ms, nil
+}

@@ -11,6 +11,8 @@ type FailoverPolicySpec struct {
 	// ClusterSelector selects member clusters by the labels of their KubeFedCluster
 	// objects. Empty or absent selects every joined member.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions[].values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",fieldPath=".matchExpressions"
 	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 
 	// NodeRecovery recovers pods with PersistentVolumes from lost nodes inside a
@@ -159,20 +161,26 @@ type MachineConditionMatch struct {
 // PodScope selects pods by namespace and labels.
 // +kubebuilder:validation:XValidation:rule="!(has(self.namespaces) && has(self.namespaceSelector))",message="namespaces and namespaceSelector are mutually exclusive"
 type PodScope struct {
-	// Namespaces lists namespaces by name. Empty means all namespaces.
+	// Namespaces lists namespaces by name (DNS-1123 labels). Empty means all
+	// namespaces.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespaces []string `json:"namespaces,omitempty"`
 
 	// NamespaceSelector selects namespaces by label.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions[].values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",fieldPath=".matchExpressions"
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// Selector selects pods by label. Absent selects every pod.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions[].values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",fieldPath=".matchExpressions"
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 

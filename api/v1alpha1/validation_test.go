@@ -116,6 +116,18 @@ func TestValidation(t *testing.T) {
 			"spec", "at least one of nodeRecovery or rebalance must be set"},
 		{"duplicate reasons", `nodeRecovery: {fencing: {poweredOffConditions: [{type: PowerOn, status: "False", reasons: [Off, Off]}]}}`,
 			"spec.nodeRecovery.fencing.poweredOffConditions[0].reasons[1]", "Duplicate value"},
+		{"pod namespace not a DNS label", `nodeRecovery: {pods: {namespaces: ["Not_A_Namespace"]}}`,
+			"spec.nodeRecovery.pods.namespaces[0]", "should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'"},
+		{"RSP namespace not a DNS label", `rebalance: {replicaSchedulingPreferences: {namespaces: [demo, "-edge"]}}`,
+			"spec.rebalance.replicaSchedulingPreferences.namespaces[1]", "should match"},
+		{"cluster selector operator Near", `{rebalance: {}, clusterSelector: {matchExpressions: [{key: region, operator: Near, values: [eu]}]}}`,
+			"spec.clusterSelector.matchExpressions", "operator must be In, NotIn, Exists or DoesNotExist"},
+		{"cluster selector In without values", `{rebalance: {}, clusterSelector: {matchExpressions: [{key: region, operator: In}]}}`,
+			"spec.clusterSelector.matchExpressions", "values must be non-empty for In and NotIn"},
+		{"pod selector Exists with values", `nodeRecovery: {pods: {selector: {matchExpressions: [{key: app, operator: Exists, values: [db]}]}}}`,
+			"spec.nodeRecovery.pods.selector.matchExpressions", "empty for Exists and DoesNotExist"},
+		{"RSP namespace selector bad operator", `rebalance: {replicaSchedulingPreferences: {namespaceSelector: {matchExpressions: [{key: team, operator: Equals, values: [a]}]}}}`,
+			"spec.rebalance.replicaSchedulingPreferences.namespaceSelector.matchExpressions", "operator must be In, NotIn, Exists or DoesNotExist"},
 	}
 	if len(cases) < 15 {
 		t.Fatalf("need at least 15 invalid cases, have %d", len(cases))
@@ -140,6 +152,21 @@ func TestValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestValidSelectorsAccepted: the selector rules reject only what
+// metav1.LabelSelectorAsSelector would reject.
+func TestValidSelectorsAccepted(t *testing.T) {
+	c := newClient(t)
+	sel := `{matchLabels: {tier: db}, matchExpressions: [{key: a, operator: In, values: [x1, x2]}, {key: b, operator: NotIn, values: [z]},
+		{key: c, operator: Exists}, {key: d, operator: DoesNotExist, values: []}]}`
+	obj := policyFromYAML(t, "valid-selectors", `{clusterSelector: `+sel+`,
+		nodeRecovery: {pods: {namespaces: [db, team-a, "0x"], selector: `+sel+`}},
+		rebalance: {replicaSchedulingPreferences: {namespaceSelector: `+sel+`, selector: `+sel+`}}}`)
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("valid selectors rejected: %v", err)
+	}
+	_ = c.Delete(context.Background(), obj)
 }
 
 func TestDefaults(t *testing.T) {

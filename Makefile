@@ -28,9 +28,12 @@ help: ## Show this help.
 K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 LAB_TOOLS := $(addprefix $(BIN)/,$(K8S_TOOLS) etcd kwok kubefed-controller-manager kubefedctl)
 DEV_TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint $(BIN)/helm
+# promtool tests the alerting rules; krew and its validate-krew-manifest
+# check the plugin release.
+OPS_TOOLS := $(BIN)/promtool $(BIN)/krew $(BIN)/validate-krew-manifest
 
 .PHONY: tools
-tools: $(LAB_TOOLS) $(DEV_TOOLS) ## Build every tool into bin/ (cached; rebuilt when a pinned version changes).
+tools: $(LAB_TOOLS) $(DEV_TOOLS) $(OPS_TOOLS) ## Build every tool into bin/ (cached; rebuilt when a pinned version changes).
 
 $(addprefix $(BIN)/,$(K8S_TOOLS)): hack/tools/kubernetes/go.mod hack/tools/kubernetes/go.sum
 	$(call step,building $(@F) (k8s.io/kubernetes $(K8S_VERSION)))
@@ -64,6 +67,16 @@ $(BIN)/helm: hack/tools/helm/go.mod hack/tools/helm/go.sum
 	$(call step,building helm)
 	@cd hack/tools/helm && go build -o $@ helm.sh/helm/v3/cmd/helm
 
+# remove_all_sd leaves out Prometheus' service discovery plugins (cloud SDKs):
+# half the build, and rule checks and tests do not use them.
+$(BIN)/promtool: hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+	$(call step,building promtool)
+	@cd hack/tools/promtool && go build -tags remove_all_sd -o $@ github.com/prometheus/prometheus/cmd/promtool
+
+$(BIN)/krew $(BIN)/validate-krew-manifest: hack/tools/krew/go.mod hack/tools/krew/go.sum
+	$(call step,building $(@F) (sigs.k8s.io/krew v0.4.3))
+	@cd hack/tools/krew && go build -o $@ sigs.k8s.io/krew/cmd/$(@F)
+
 ##@ Development
 .PHONY: generate
 generate: $(BIN)/controller-gen ## Generate deepcopy code for the API.
@@ -96,9 +109,20 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint.
 	@golangci-lint run ./...
 
 .PHONY: build
-build: ## Build the manager, the CLI and the lab into bin/.
+build: ## Build the manager, the CLI (with its completion helper) and the lab into bin/.
 	$(call step,building fedfailover binaries)
 	@go build -o $(BIN)/ ./cmd/...
+	@cp cmd/kubectl-failover/kubectl_complete-failover $(BIN)/
+
+##@ Release
+RELEASE_DIR ?= _output/release
+
+.PHONY: release
+release: $(BIN)/krew $(BIN)/validate-krew-manifest ## kubectl plugin archives (linux/darwin x amd64/arm64) and the krew manifest in _output/release/, checked with krew (PLATFORMS, VERSION, RELEASE_URL override).
+	$(call step,building the kubectl plugin archives and the krew manifest)
+	@VERSION="$(VERSION)" PLATFORMS="$(PLATFORMS)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh $(RELEASE_DIR)
+	$(call step,checking the release with krew)
+	@hack/verify-krew.sh $(RELEASE_DIR)
 
 ##@ Test
 GO_TEST_FLAGS ?= -count=1
@@ -111,8 +135,10 @@ verify: generate manifests ## Fail when generated files or formatting are stale.
 	$(call step,checking gofmt)
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 
+# Besides envtest's binaries: promtool (alert rule tests), kubectl (plugin
+# completion) and krew (the plugin release test).
 .PHONY: test-unit
-test-unit: $(BIN)/kube-apiserver $(BIN)/etcd ## Unit, fuzz-seed and envtest API tests.
+test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew).
 	$(call step,unit and envtest tests)
 	@go test $(GO_TEST_FLAGS) ./...
 
@@ -127,16 +153,25 @@ test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation (E2E_RUN=rege
 	$(call step,end-to-end tests on the local federation)
 	@go test $(GO_TEST_FLAGS) -p 1 -tags e2e -timeout 45m -run '$(E2E_RUN)' $(E2E_PKGS)
 
+# The optional monitoring objects: ServiceMonitor, PrometheusRule (alerts),
+# Grafana dashboard ConfigMap.
+CHART_MONITORING := --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
+	--set metrics.grafanaDashboard.enabled=true
+
 .PHONY: chart-check
-chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart and config/default; fail when the chart drifts from config/.
-	$(call step,checking the chart is in sync with config/)
+chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart (also with its monitoring objects) and config/default; fail when the chart drifts from its sources.
+	$(call step,checking the chart is in sync with config/ and docs/)
 	@hack/sync-chart.sh --check
 	$(call step,helm lint)
 	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover
-	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover --set metrics.serviceMonitor.enabled=true
+	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover $(CHART_MONITORING)
 	$(call step,helm template)
 	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) --include-crds >/dev/null
-	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) --set metrics.serviceMonitor.enabled=true >/dev/null
+	@out=$$(helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) $(CHART_MONITORING)); \
+	for kind in ServiceMonitor PrometheusRule; do grep -q "^kind: $$kind$$" <<<"$$out" || { echo "helm template renders no $$kind"; exit 1; }; done; \
+	grep -q '^  fedfailover.json: |-$$' <<<"$$out" || { echo "helm template renders no dashboard ConfigMap"; exit 1; }
+	@test -z "$$(helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) | grep -E '^kind: (ServiceMonitor|PrometheusRule)$$|fedfailover.json')" \
+		|| { echo "the monitoring objects must be off by default"; exit 1; }
 	$(call step,kubectl kustomize config/default)
 	@kubectl kustomize config/default >/dev/null
 

@@ -13,25 +13,30 @@ import (
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
-// TestRecordSetsShiftedGauge: the alert on RSPs held away from their
-// baseline reads fedfailover_rsp_shifted, which record keeps current.
-func TestRecordSetsShiftedGauge(t *testing.T) {
+// TestRecordSetsGauges: the alerts on RSPs held away from their baseline
+// and on the federation guard read fedfailover_rsp_shifted and
+// fedfailover_rsp_guard_held, which record keeps current.
+func TestRecordSetsGauges(t *testing.T) {
 	r := &Reconciler{store: newStore()}
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}}
 	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "gauge", Name: "web"}}
 	shifted := func() float64 { return testutil.ToFloat64(metrics.RSPShifted.WithLabelValues("gauge", "web")) }
+	held := func() float64 { return testutil.ToFloat64(metrics.RSPGuardHeld.WithLabelValues("gauge", "web")) }
 
 	r.record(pol, rsp, planner.Input{}, planner.Result{Shifted: true, Reason: planner.ReasonMemberFailed}, &contract.RebalanceState{})
-	if got := shifted(); got != 1 {
-		t.Errorf("after a shift: rsp_shifted = %v, want 1", got)
+	if shifted() != 1 || held() != 0 {
+		t.Errorf("after a shift: rsp_shifted = %v, rsp_guard_held = %v; want 1, 0", shifted(), held())
+	}
+	r.record(pol, rsp, planner.Input{}, planner.Result{Shifted: true, Reason: planner.ReasonTooManyMembersFailed}, &contract.RebalanceState{})
+	if shifted() != 1 || held() != 1 {
+		t.Errorf("held by the guard: rsp_shifted = %v, rsp_guard_held = %v; want 1, 1", shifted(), held())
 	}
 	r.record(pol, rsp, planner.Input{}, planner.Result{Reason: planner.ReasonBalanced}, &contract.RebalanceState{})
-	if got := shifted(); got != 0 {
-		t.Errorf("back at the baseline: rsp_shifted = %v, want 0", got)
+	if shifted() != 0 || held() != 0 {
+		t.Errorf("back at the baseline: rsp_shifted = %v, rsp_guard_held = %v; want 0, 0", shifted(), held())
 	}
-	r.record(pol, rsp, planner.Input{}, planner.Result{Shifted: true, Reason: planner.ReasonMemberFailed}, &contract.RebalanceState{})
 	metrics.DeleteRSP("gauge", "web")
-	if n := testutil.CollectAndCount(metrics.RSPShifted); n != 0 {
-		t.Errorf("after DeleteRSP: %d rsp_shifted series left, want 0", n)
+	if n := testutil.CollectAndCount(metrics.RSPShifted) + testutil.CollectAndCount(metrics.RSPGuardHeld); n != 0 {
+		t.Errorf("after DeleteRSP: %d series left, want 0", n)
 	}
 }

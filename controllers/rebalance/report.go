@@ -89,7 +89,8 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 	show := res.Shifted || (res.Reason != planner.ReasonBalanced && res.Reason != planner.ReasonNoMembers)
 	placement, detail := placementOf(key, in, res)
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail})
-	metrics.RSPShifted.WithLabelValues(rsp.Namespace, rsp.Name).Set(shiftedGauge(res.Shifted))
+	metrics.RSPShifted.WithLabelValues(rsp.Namespace, rsp.Name).Set(gaugeValue(res.Shifted))
+	metrics.RSPGuardHeld.WithLabelValues(rsp.Namespace, rsp.Name).Set(gaugeValue(res.Reason == planner.ReasonTooManyMembersFailed))
 	for n, p := range res.Clusters {
 		if n != planner.Wildcard {
 			metrics.RSPWeight.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(p.Weight))
@@ -137,8 +138,9 @@ func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp
 	}
 }
 
-func shiftedGauge(shifted bool) float64 {
-	if shifted {
+// gaugeValue is a boolean as a gauge value.
+func gaugeValue(b bool) float64 {
+	if b {
 		return 1
 	}
 	return 0

@@ -20,6 +20,15 @@ var (
 		Help:      "1 while a managed ReplicaSchedulingPreference is shifted from its baseline, 0 at the baseline.",
 	}, []string{"namespace", "rsp"})
 
+	// RSPGuardHeld is 1 while the federation guard (too many members
+	// failed at once, spec.rebalance.maxFailedMembers) holds a managed
+	// ReplicaSchedulingPreference as it is, 0 otherwise.
+	RSPGuardHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "rsp_guard_held",
+		Help:      "1 while the federation guard holds a managed ReplicaSchedulingPreference unchanged because too many members failed at once.",
+	}, []string{"namespace", "rsp"})
+
 	// Rebalances counts changes of managed RSPs (or, in dry-run, changes
 	// that would have been written), by planner reason.
 	Rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,8 +62,9 @@ func DeleteRSP(namespace, name string) {
 	l := prometheus.Labels{"namespace": namespace, "rsp": name}
 	RSPWeight.DeletePartialMatch(l)
 	RSPShifted.DeletePartialMatch(l)
+	RSPGuardHeld.DeletePartialMatch(l)
 }
 
 func init() {
-	mustRegister(RSPWeight, RSPShifted, Rebalances, MemberFreeCapacity, RebalanceSeconds)
+	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, Rebalances, MemberFreeCapacity, RebalanceSeconds)
 }

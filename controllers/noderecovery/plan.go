@@ -114,7 +114,7 @@ func decide(in planInput) plan {
 		switch {
 		case !in.Policy.Fencing.RequestMachineDeletion || in.Machine == nil:
 		case in.MachineOwner != "":
-			p.Message += "; Machine deletion not requested: remediated by " + in.MachineOwner
+			p.Message += "; Machine deletion not requested (" + in.MachineOwner + ")"
 		case canRequestMachineDeletion(in):
 			p.Step = stepDeleteMachine
 		}

@@ -2,6 +2,7 @@ package noderecovery
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,6 +186,27 @@ func TestMachineOwner(t *testing.T) {
 	m3.OwnerReferences = []metav1.OwnerReference{{Kind: "Metal3Remediation", Name: "r"}}
 	if machineOwner(m3, nil) == "" {
 		t.Fatal("external remediation owner not seen")
+	}
+	// Cluster API's own stop signs: no Machine deletion is requested.
+	for name, mut := range map[string]func(*clusterv1.Machine){
+		"paused annotation": func(m *clusterv1.Machine) { m.Annotations = map[string]string{clusterv1.PausedAnnotation: ""} },
+		"skip-remediation annotation": func(m *clusterv1.Machine) {
+			m.Annotations = map[string]string{clusterv1.MachineSkipRemediationAnnotation: ""}
+		},
+		"Paused condition (Cluster paused)": func(m *clusterv1.Machine) {
+			m.Status.Conditions = []metav1.Condition{{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue}}
+		},
+	} {
+		p := m.DeepCopy()
+		mut(p)
+		if o := machineOwner(p, nil); !strings.Contains(o, "no remediation wanted") {
+			t.Errorf("%s: machineOwner = %q, want deletion ruled out", name, o)
+		}
+	}
+	unpaused := m.DeepCopy()
+	unpaused.Status.Conditions = []metav1.Condition{{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse}}
+	if o := machineOwner(unpaused, nil); o != "" {
+		t.Errorf("Paused=False: machineOwner = %q, want none", o)
 	}
 }
 

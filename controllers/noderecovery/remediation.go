@@ -16,6 +16,9 @@ func machineOwner(m *clusterv1.Machine, mhcs []clusterv1.MachineHealthCheck) str
 	if m == nil {
 		return ""
 	}
+	if why := remediationPaused(m); why != "" {
+		return why
+	}
 	if _, ok := m.Annotations[clusterv1.RemediateMachineAnnotation]; ok {
 		return "annotation " + clusterv1.RemediateMachineAnnotation
 	}
@@ -55,4 +58,21 @@ func machineOwner(m *clusterv1.Machine, mhcs []clusterv1.MachineHealthCheck) str
 func isRemediationKind(kind string) bool {
 	const suffix = "Remediation"
 	return len(kind) > len(suffix) && kind[len(kind)-len(suffix):] == suffix
+}
+
+// remediationPaused says why Cluster API asks that nobody remediate m now:
+// the Machine (or, through the Paused condition CAPI sets on every object of
+// a paused Cluster, its Cluster) is paused, or the Machine opts out of
+// remediation.
+func remediationPaused(m *clusterv1.Machine) string {
+	if _, ok := m.Annotations[clusterv1.PausedAnnotation]; ok {
+		return "no remediation wanted: annotation " + clusterv1.PausedAnnotation + " (Machine paused)"
+	}
+	if _, ok := m.Annotations[clusterv1.MachineSkipRemediationAnnotation]; ok {
+		return "no remediation wanted: annotation " + clusterv1.MachineSkipRemediationAnnotation
+	}
+	if c := meta.FindStatusCondition(m.Status.Conditions, clusterv1.PausedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		return "no remediation wanted: condition " + clusterv1.PausedCondition + "=True (Machine or Cluster paused)"
+	}
+	return ""
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/operator"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
@@ -39,6 +40,7 @@ type options struct {
 	leaderElect      bool
 	leaderElectionNS string
 	kubefedNamespace string
+	allowHTTPMembers bool
 	kubeconfig       string
 	kubeContext      string
 	zap              zap.Options
@@ -54,6 +56,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election so only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
+	fs.BoolVar(&o.allowHTTPMembers, "allow-insecure-member-endpoints", false, "Accept http:// member API endpoints, which send the member's bearer token in clear (never in production).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
 	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
 	o.zap = zap.Options{Development: false}
@@ -140,7 +143,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	if _, err := operator.Setup(ctx, mgr, operator.Options{KubefedNamespace: o.kubefedNamespace}); err != nil {
+	if _, err := operator.Setup(ctx, mgr, operator.Options{KubefedNamespace: o.kubefedNamespace,
+		Members: member.Options{AllowInsecureEndpoints: o.allowHTTPMembers}}); err != nil {
 		return err
 	}
 

@@ -68,7 +68,8 @@ func reasonFor(err error) string {
 		return ReasonSecretInvalid
 	case errors.Is(err, memberconfig.ErrNoEndpoint), errors.Is(err, memberconfig.ErrInvalidEndpoint),
 		errors.Is(err, memberconfig.ErrInvalidCABundle), errors.Is(err, memberconfig.ErrInvalidProxyURL),
-		errors.Is(err, memberconfig.ErrNoSecretRef), errors.Is(err, memberconfig.ErrUnknownTLSOption):
+		errors.Is(err, memberconfig.ErrNoSecretRef), errors.Is(err, memberconfig.ErrUnknownTLSOption),
+		errors.Is(err, memberconfig.ErrInsecureEndpoint):
 		return ReasonConfigInvalid
 	case apierrors.IsUnauthorized(err):
 		return ReasonUnauthorized

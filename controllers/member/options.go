@@ -35,6 +35,9 @@ type Options struct {
 	// QPS and Burst limit requests to each member.
 	QPS   float32
 	Burst int
+	// AllowInsecureEndpoints accepts http:// member endpoints, whose bearer
+	// token travels in clear. Off by default.
+	AllowInsecureEndpoints bool
 	// DisablePolicyStatus turns off the FailoverPolicy status controller
 	// (for when another controller owns that status).
 	DisablePolicyStatus bool

@@ -34,6 +34,9 @@ var (
 	ErrNoSecretRef      = errors.New("spec.secretRef.name is empty")
 	ErrMissingToken     = errors.New("secret has no non-empty \"token\" key")
 	ErrUnknownTLSOption = errors.New("spec.disabledTLSValidations has an unknown value")
+	// ErrInsecureEndpoint: an http:// endpoint would send the member's
+	// bearer token in clear; refused unless explicitly allowed.
+	ErrInsecureEndpoint = errors.New("spec.apiEndpoint uses http://, which sends the member's token in clear (allow it with --allow-insecure-member-endpoints)")
 )
 
 // Options tune the connection; zero values take client-go's defaults.
@@ -42,6 +45,8 @@ type Options struct {
 	Burst       int
 	UserAgent   string
 	DialTimeout time.Duration
+	// AllowHTTP accepts http:// endpoints (tests and labs only).
+	AllowHTTP bool
 }
 
 // RESTConfig returns the config to reach the member described by kfc with the
@@ -54,6 +59,9 @@ func RESTConfig(kfc *kubefedv1beta1.KubeFedCluster, secret *corev1.Secret, o Opt
 	u, err := url.Parse(spec.APIEndpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidEndpoint, spec.APIEndpoint)
+	}
+	if u.Scheme == "http" && !o.AllowHTTP {
+		return nil, fmt.Errorf("%w: %q", ErrInsecureEndpoint, spec.APIEndpoint)
 	}
 	token := secret.Data[TokenKey]
 	if len(token) == 0 {

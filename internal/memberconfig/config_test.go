@@ -48,6 +48,8 @@ func TestRESTConfigErrors(t *testing.T) {
 		{"bad CA", kfc("https://10.0.0.1:6443", []byte("not pem")), secret(token), ErrInvalidCABundle},
 		{"CA not a cert", kfc("https://10.0.0.1:6443", ca[:10]), secret(token), ErrInvalidCABundle},
 		{"unknown TLS option", kfc("https://10.0.0.1:6443", nil, "Everything"), secret(token), ErrUnknownTLSOption},
+		// The old code accepted it and sent the bearer token in clear.
+		{"http endpoint", kfc("http://10.0.0.1:8080", nil), secret(token), ErrInsecureEndpoint},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := RESTConfig(tc.k, tc.s, Options{})
@@ -58,6 +60,9 @@ func TestRESTConfigErrors(t *testing.T) {
 				t.Fatalf("error leaks the token: %v", err)
 			}
 		})
+	}
+	if cfg, err := RESTConfig(kfc("http://10.0.0.1:8080", nil), secret(token), Options{AllowHTTP: true}); err != nil || cfg.Host != "http://10.0.0.1:8080" {
+		t.Fatalf("http endpoint explicitly allowed: %v, %v", cfg, err)
 	}
 	k := kfc("https://10.0.0.1:6443", nil)
 	k.Spec.ProxyURL = "://bad"

@@ -25,6 +25,8 @@ const (
 const (
 	// ReasonEnforcing: Ready=True, nothing stops the policy.
 	ReasonEnforcing = "Enforcing"
+	// ReasonPaused: spec.paused stops every write of the policy.
+	ReasonPaused = "Paused"
 	// ReasonInvalidSelector: a label selector of the spec cannot be parsed;
 	// the message names the field. The policy acts on nothing new.
 	ReasonInvalidSelector = "InvalidSelector"

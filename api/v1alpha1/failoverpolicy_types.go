@@ -31,6 +31,15 @@ type FailoverPolicySpec struct {
 	// +optional
 	// +kubebuilder:default=false
 	DryRun bool `json:"dryRun,omitempty"`
+
+	// Paused stops, at once, every write this policy makes to member
+	// clusters and to ReplicaSchedulingPreferences: no taint, no deletion,
+	// no cleanup, no RSP change (shifted RSPs stay as they are, nothing is
+	// released). Unlike dryRun it decides nothing new; status and events on
+	// the host say that the policy is paused. Unpause to resume.
+	// +optional
+	// +kubebuilder:default=false
+	Paused bool `json:"paused,omitempty"`
 }
 
 // RecoveryMethod is how pods are released from a fenced node.

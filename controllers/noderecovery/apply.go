@@ -41,6 +41,9 @@ const (
 
 func (r *Reconciler) dryRun(v *memberView) bool { return v.policy != nil && v.policy.Spec.DryRun }
 
+// paused: the governing policy stops every write to the member at once.
+func (r *Reconciler) paused(v *memberView) bool { return v.policy != nil && v.policy.Spec.Paused }
+
 // apply carries out the plan's step; it may advance p (phase, message).
 func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	key := ""
@@ -50,6 +53,12 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 			r.store.transition(v.cluster, n.Name+"/machine", "")
 		}
 	}()
+	if r.paused(v) {
+		if p.Step != stepNone {
+			p.Message = fmt.Sprintf("policy paused, nothing written (next step: %s); %s", p.Step, p.Message)
+		}
+		return 0, nil
+	}
 	switch {
 	case p.Step == stepCleanup:
 		return 0, r.cleanup(ctx, v, n, p)

@@ -468,3 +468,46 @@ func TestLiveRecheckStopsStaleDecisions(t *testing.T) {
 		check(t, w)
 	})
 }
+
+// TestPausedPolicyWritesNothingToTheMember: a fenced node is neither
+// tainted nor cleaned up, and no pod or attachment goes, while the policy is
+// paused; unpausing resumes.
+func TestPausedPolicyWritesNothingToTheMember(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), false, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	ctx := context.Background()
+	setPaused := func(on bool) {
+		t.Helper()
+		pol := &v1alpha1.FailoverPolicy{}
+		if err := w.host.Get(ctx, client.ObjectKey{Name: "p"}, pol); err != nil {
+			t.Fatal(err)
+		}
+		pol.Spec.Paused = on
+		if err := w.host.Update(ctx, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPaused(true)
+	before := w.node("n1").ResourceVersion
+	w.pass()
+	if rv := w.node("n1").ResourceVersion; rv != before {
+		t.Fatalf("paused policy wrote the node (resourceVersion %s → %s)", before, rv)
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) ||
+		!w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
+		t.Fatal("paused policy deleted a pod or an attachment")
+	}
+	var events corev1.EventList
+	if err := w.member.List(ctx, &events); err != nil || len(events.Items) != 0 {
+		t.Fatalf("paused policy wrote %d events to the member (%v)", len(events.Items), err)
+	}
+	if rec := w.recoveries(); len(rec) != 1 || !strings.Contains(rec[0].Message, "paused") {
+		t.Fatalf("recoveries = %+v, want one saying the policy is paused", rec)
+	}
+	setPaused(false)
+	w.pass()
+	if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("unpaused: the fenced node's pod was not force-deleted")
+	}
+}

@@ -26,8 +26,10 @@ func (r *Reconciler) report(ctx context.Context, v *memberView, n *corev1.Node, 
 	log.Info("Node recovery: "+msg, "reason", reason, "action", action)
 	now := r.now()
 	dry := r.dryRun(v)
-	if err := r.nodeEvent(ctx, v, n, eventType, reason, action, msg, now); err != nil {
-		log.Error(err, "Writing event on member Node failed")
+	if !r.paused(v) { // paused: not even an event is written to the member
+		if err := r.nodeEvent(ctx, v, n, eventType, reason, action, msg, now); err != nil {
+			log.Error(err, "Writing event on member Node failed")
+		}
 	}
 	if v.policy == nil {
 		return

@@ -64,6 +64,10 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 		return st, 0, nil
 	}
 	st.Phase, st.Evidence, st.Message = v1alpha1.RecoveryPhaseRecovering, res.Reason, "Node deleted; "+res.Message()
+	if r.paused(v) {
+		st.Message = "policy paused, nothing written; " + st.Message
+		return st, 0, nil
+	}
 	if r.dryRun(v) {
 		if r.store.changed(v.cluster, name, transitionDryRun) {
 			r.report(ctx, v, gone, corev1.EventTypeNormal, ReasonWouldRecover, string(v1alpha1.RecoveryMethodForceDelete),

@@ -75,3 +75,41 @@ func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
 		t.Errorf("decisions %+v", decisions)
 	}
 }
+
+// A paused policy leaves its shifted RSP exactly as it is (neither planned
+// nor released), whatever its members do, and says so.
+func TestPausedPolicyWritesNothing(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
+	shifted := contract.Placement{TotalReplicas: 6, Clusters: prefs(6, 0)}
+	m := &contract.RebalanceState{Policy: "p", Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
+	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web",
+		Annotations: map[string]string{contract.AnnotationRebalance: m.Encode()}},
+		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 6, Clusters: prefs(6, 0)}}
+	spec := testSpec()
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec, Paused: true}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(rsp, pol).Build()
+	r := &Reconciler{host: c, recorder: events.NewFakeRecorder(10), store: newStore(), mem: map[types.NamespacedName]*memory{}, now: func() time.Time { return t0 }}
+	key := client.ObjectKeyFromObject(rsp)
+	before := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := c.Get(context.Background(), key, before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	got := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("paused policy wrote the RSP: %+v", got)
+	}
+	entries, _ := r.store.Snapshot("p")
+	if st := desiredStatus(pol, entries); len(st.Rebalances) != 1 || st.Rebalances[0].Reason != v1alpha1.ReasonPaused {
+		t.Errorf("rebalances %+v, want the RSP listed as Paused", st.Rebalances)
+	}
+}

@@ -87,15 +87,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if sel.Held != nil {
 		pol := sel.Held.Policy
 		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", pol.Name))
-		r.hold(ctx, pol, rsp, sel.Held.Err)
+		r.hold(ctx, pol, rsp, v1alpha1.ReasonInvalidSelector, sel.Held.Err)
 		return ctrl.Result{}, nil
 	}
 	if sel.Governing == nil {
 		return ctrl.Result{}, r.release(ctx, rsp)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", sel.Governing.Name))
+	if sel.Governing.Spec.Paused {
+		// Paused: neither planned nor released, whatever state it is in.
+		r.hold(ctx, sel.Governing, rsp, v1alpha1.ReasonPaused, errPaused)
+		return ctrl.Result{}, nil
+	}
 	return r.manage(ctx, sel.Governing, rsp)
 }
+
+var errPaused = errors.New("the policy is paused (spec.paused)")
 
 // policyFor selects the policy that manages the RSP (internal/policy.ForRSP),
 // given the policy recorded on it.

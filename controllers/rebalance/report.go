@@ -120,9 +120,9 @@ func placementOf(key types.NamespacedName, in planner.Input, res planner.Result)
 // hold leaves an RSP exactly as it is because the policy that manages it
 // has selectors that cannot be parsed: the policy's status says so, and an
 // event on each RSP the first time.
-func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, why error) {
+func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, reason string, why error) {
 	key := client.ObjectKeyFromObject(rsp)
-	st := v1alpha1.RebalanceStatus{Namespace: rsp.Namespace, Name: rsp.Name, Reason: v1alpha1.ReasonInvalidSelector}
+	st := v1alpha1.RebalanceStatus{Namespace: rsp.Namespace, Name: rsp.Name, Reason: reason}
 	if m, err := contract.DecodeRebalanceState(rsp.Annotations); err == nil && m != nil {
 		st.Shifted, st.LastChangeTime = !m.Baseline.Equal(specPlacement(rsp)), m.LastChange
 	}
@@ -134,7 +134,7 @@ func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp
 	mem.held = msg
 	r.mu.Unlock()
 	if first {
-		r.report(ctx, pol, rsp, "", v1alpha1.ReasonInvalidSelector, ActionHold, msg, pol.Spec.DryRun)
+		r.report(ctx, pol, rsp, "", reason, ActionHold, msg, pol.Spec.DryRun)
 	}
 }
 

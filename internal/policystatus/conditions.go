@@ -63,6 +63,9 @@ type blocker struct{ what, reason, msg string } // what: the condition type, if 
 // rebalancing them away is the policy at work (MembersConnected says so).
 func Ready(pol *v1alpha1.FailoverPolicy, conds []metav1.Condition) metav1.Condition {
 	var bs []blocker
+	if pol.Spec.Paused {
+		bs = append(bs, blocker{"", v1alpha1.ReasonPaused, "spec.paused: nothing is written to members or RSPs until it is unpaused"})
+	}
 	if bad := policy.Invalid(pol); len(bad) > 0 {
 		bs = append(bs, blocker{"", v1alpha1.ReasonInvalidSelector, policy.InvalidMessage(bad)})
 	}

@@ -55,7 +55,7 @@ func TestReady(t *testing.T) {
 		{name: "dry run says so", pol: testPolicy(func(p *v1alpha1.FailoverPolicy) { p.Spec.DryRun = true }),
 			status: metav1.ConditionTrue, reason: v1alpha1.ReasonEnforcing, msg: []string{"dry run"}},
 		{name: "paused: not enforced, says so", pol: testPolicy(func(p *v1alpha1.FailoverPolicy) { p.Spec.Paused = true }),
-			conds: []metav1.Condition{connected, noStorm, notBlocked},
+			conds:  []metav1.Condition{connected, noStorm, notBlocked},
 			status: metav1.ConditionFalse, reason: v1alpha1.ReasonPaused, msg: []string{"spec.paused"}},
 		{name: "a disconnected member is MembersConnected's news", pol: testPolicy(), conds: []metav1.Condition{disconnected},
 			status: metav1.ConditionTrue, reason: v1alpha1.ReasonEnforcing},

@@ -102,6 +102,13 @@ type NodeRecoverySpec struct {
 	// method) and tracked until their replacements run.
 	// +optional
 	Pods PodScope `json:"pods,omitempty"`
+
+	// NodeSelector limits which member Nodes (by their labels) node recovery
+	// may act on. Absent means every node except control-plane nodes (those
+	// labelled node-role.kubernetes.io/control-plane): their loss is the
+	// control plane's business. An empty selector ({}) selects every node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 }
 
 // FencingSpec lists the evidence that counts as proof that a node is off.

@@ -511,3 +511,27 @@ func TestPausedPolicyWritesNothingToTheMember(t *testing.T) {
 		t.Fatal("unpaused: the fenced node's pod was not force-deleted")
 	}
 }
+
+// TestNodeSelectorScope: by default a lost, fenced control-plane node is
+// left alone; nodeSelector {} brings every node into scope.
+func TestNodeSelectorScope(t *testing.T) {
+	objs := func() []client.Object {
+		cp := lostNode("n1", t0.Add(-time.Minute))
+		cp.Labels = map[string]string{"node-role.kubernetes.io/control-plane": ""}
+		return []client.Object{cp, claimPod("db-0", "n1", "data-db-0", true), boundClaim("data-db-0", "pv-db-0")}
+	}
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(), objs()...)
+	w.pass()
+	if hasOutOfServiceTaint(w.node("n1")) || !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("default nodeSelector: a control-plane node was acted on")
+	}
+	all := policy(func(p *v1alpha1.NodeRecoverySpec) {
+		p.Method = v1alpha1.RecoveryMethodOutOfServiceTaint
+		p.NodeSelector = &metav1.LabelSelector{}
+	})
+	w = newRecoveryWorld(t, all, false, deletedMachine(), objs()...)
+	w.pass()
+	if !hasOutOfServiceTaint(w.node("n1")) {
+		t.Fatal("nodeSelector {}: the fenced control-plane node was not tainted")
+	}
+}

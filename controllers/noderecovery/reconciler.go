@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,6 +73,7 @@ type memberView struct {
 	// machineOwner); gathered only when the policy may request deletion.
 	machineOwners map[string]string
 	scope         podScope
+	nodeScope     labels.Selector // the policy's nodeSelector; nil without a policy
 	major         int
 	minor         int
 	suspended     bool
@@ -165,6 +167,9 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 		if v.scope, err = newPodScope(ctx, cl, v.policy.Spec.NodeRecovery); err != nil {
 			return nil, err
 		}
+		if v.nodeScope, err = fpolicy.Nodes(v.policy.Spec.NodeRecovery); err != nil {
+			return nil, err // ForMember already refused a policy with an invalid one
+		}
 	}
 	var nodes corev1.NodeList
 	if err := cl.List(ctx, &nodes); err != nil {
@@ -235,7 +240,9 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", n.Name))
 	in := planInput{Node: n, Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
 		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: r.now()}
-	if v.policy != nil {
+	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
+		// A node outside nodeSelector is treated as if no policy covered it:
+		// nothing new is started; a recovery already acted on is tracked.
 		in.Policy = v.policy.Spec.NodeRecovery
 	}
 	p := decide(in)

@@ -66,6 +66,9 @@ func ForMember(policies []v1alpha1.FailoverPolicy, clusterLabels map[string]stri
 		if _, err := PodScope(p.Spec.NodeRecovery); err != nil {
 			return false, err
 		}
+		if _, err := Nodes(p.Spec.NodeRecovery); err != nil {
+			return false, err
+		}
 		return clusters.Matches(labels.Set(clusterLabels)), nil
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 )
@@ -23,6 +24,7 @@ const (
 	FieldPodNamespaceSelector = fieldPodScope + ".namespaceSelector"
 	FieldRSPSelector          = fieldRSPScope + ".selector"
 	FieldRSPNamespaceSelector = fieldRSPScope + ".namespaceSelector"
+	FieldNodeSelector         = "spec.nodeRecovery.nodeSelector"
 
 	fieldPodScope = "spec.nodeRecovery.pods"
 	fieldRSPScope = "spec.rebalance.replicaSchedulingPreferences"
@@ -72,6 +74,8 @@ func Invalid(p *v1alpha1.FailoverPolicy) []*SelectorError {
 	add(err)
 	if nr := p.Spec.NodeRecovery; nr != nil {
 		_, err := PodScope(nr)
+		add(err)
+		_, err = Nodes(nr)
 		add(err)
 	}
 	if rb := p.Spec.Rebalance; rb != nil {
@@ -162,4 +166,21 @@ func InvalidMessage(errs []*SelectorError) string {
 		parts = append(parts, e.Error())
 	}
 	return "invalid selector, the policy acts on nothing new: " + strings.Join(parts, "; ")
+}
+
+// ControlPlaneLabel marks control-plane nodes, which node recovery leaves
+// alone unless spec.nodeRecovery.nodeSelector says otherwise.
+const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
+
+// Nodes parses spec.nodeRecovery.nodeSelector: which member Nodes node
+// recovery may act on. Absent: every node but control-plane nodes.
+func Nodes(nr *v1alpha1.NodeRecoverySpec) (labels.Selector, error) {
+	if nr.NodeSelector == nil {
+		req, err := labels.NewRequirement(ControlPlaneLabel, selection.DoesNotExist, nil)
+		if err != nil {
+			return labels.Nothing(), err
+		}
+		return labels.NewSelector().Add(*req), nil
+	}
+	return Parse(FieldNodeSelector, nr.NodeSelector)
 }

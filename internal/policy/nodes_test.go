@@ -1,0 +1,47 @@
+package policy
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+)
+
+func TestNodes(t *testing.T) {
+	cp := labels.Set{ControlPlaneLabel: ""}
+	worker := labels.Set{"node-role.kubernetes.io/worker": ""}
+	for _, tc := range []struct {
+		name          string
+		sel           *metav1.LabelSelector
+		wantCP, wantW bool
+		wantErr       bool
+	}{
+		{name: "absent: every node but the control plane", wantW: true},
+		{name: "empty: every node", sel: &metav1.LabelSelector{}, wantCP: true, wantW: true},
+		{name: "workers only", sel: &metav1.LabelSelector{MatchLabels: map[string]string{"node-role.kubernetes.io/worker": ""}}, wantW: true},
+		{name: "invalid", sel: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nr := &v1alpha1.NodeRecoverySpec{Enabled: true, NodeSelector: tc.sel}
+			s, err := Nodes(nr)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				p := v1alpha1.FailoverPolicy{Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: nr}}
+				if bad := Invalid(&p); len(bad) != 1 || bad[0].Field != FieldNodeSelector {
+					t.Fatalf("Invalid = %v, want %s", bad, FieldNodeSelector)
+				}
+				return
+			}
+			if got := s.Matches(cp); got != tc.wantCP {
+				t.Errorf("control-plane node selected = %v, want %v", got, tc.wantCP)
+			}
+			if got := s.Matches(worker); got != tc.wantW {
+				t.Errorf("worker node selected = %v, want %v", got, tc.wantW)
+			}
+		})
+	}
+}

@@ -17,6 +17,16 @@ const (
 	// ConditionRebalancing is True while a managed ReplicaSchedulingPreference
 	// is away from its baseline (or held); its reason is the placement.
 	ConditionRebalancing = "Rebalancing"
+	// ConditionOverlapping is True while another policy governs node recovery
+	// in some of the members this one selects; the message names the winner.
+	ConditionOverlapping = "Overlapping"
+)
+
+// Reasons of the Overlapping condition.
+const (
+	// ReasonOverlapping: an older policy (then first by name) wins there.
+	ReasonOverlapping = "OverlappingPolicies"
+	ReasonNoOverlap   = "NoOverlap"
 )
 
 // Reasons of the Ready condition. When Ready is False its reason is the

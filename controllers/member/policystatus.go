@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/policy"
@@ -40,25 +41,34 @@ func (r *policyStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	members, cond := r.desired(ctx, pol)
-	if err := r.apply(ctx, pol, members, cond); err != nil {
+	members, cond, overlap := r.desired(ctx, pol)
+	if err := r.apply(ctx, pol, members, cond, overlap); err != nil {
 		return ctrl.Result{}, err
 	}
 	// lastProbeTime goes stale otherwise.
 	return ctrl.Result{RequeueAfter: r.cache.opts.StatusRefresh}, nil
 }
 
-func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.FailoverPolicy) ([]v1alpha1.MemberStatus, metav1.Condition) {
+func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.FailoverPolicy) ([]v1alpha1.MemberStatus, metav1.Condition, metav1.Condition) {
+	noOverlap := policystatus.Condition(pol, v1alpha1.ConditionOverlapping, metav1.ConditionFalse, v1alpha1.ReasonNoOverlap,
+		"no other policy governs node recovery in this policy's members")
 	cond := func(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 		return policystatus.Condition(pol, v1alpha1.ConditionMembersConnected, status, reason, msg)
 	}
 	sel, err := policy.Clusters(pol)
 	if err != nil {
-		return nil, cond(metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, err.Error())
+		return nil, cond(metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, err.Error()), noOverlap
 	}
 	kfcs, err := r.cache.KubeFedClusters(ctx, sel)
 	if err != nil {
-		return nil, cond(metav1.ConditionUnknown, v1alpha1.ReasonListFailed, err.Error())
+		return nil, cond(metav1.ConditionUnknown, v1alpha1.ReasonListFailed, err.Error()), noOverlap
+	}
+	overlap := noOverlap
+	if o, err := r.overlaps(ctx, pol, kfcs); err != nil {
+		overlap = policystatus.Condition(pol, v1alpha1.ConditionOverlapping, metav1.ConditionUnknown, v1alpha1.ReasonListFailed, err.Error())
+	} else if len(o) > 0 {
+		overlap = policystatus.Condition(pol, v1alpha1.ConditionOverlapping, metav1.ConditionTrue, v1alpha1.ReasonOverlapping,
+			"node recovery is governed by another policy (the oldest wins) in "+strings.Join(o, "; "))
 	}
 	names := make([]string, 0, len(kfcs))
 	for _, k := range kfcs {
@@ -76,12 +86,30 @@ func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.Fail
 	}
 	switch {
 	case len(members) == 0:
-		return members, cond(metav1.ConditionFalse, v1alpha1.ReasonNoMembers, "no KubeFedCluster matches "+policy.FieldClusterSelector)
+		return members, cond(metav1.ConditionFalse, v1alpha1.ReasonNoMembers, "no KubeFedCluster matches "+policy.FieldClusterSelector), overlap
 	case len(down) == 0:
-		return members, cond(metav1.ConditionTrue, v1alpha1.ReasonAllConnected, fmt.Sprintf("all %d members connected", len(members)))
+		return members, cond(metav1.ConditionTrue, v1alpha1.ReasonAllConnected, fmt.Sprintf("all %d members connected", len(members))), overlap
 	}
 	return members, cond(metav1.ConditionFalse, v1alpha1.ReasonMembersNotConnected,
-		fmt.Sprintf("%d of %d members not connected: %s", len(down), len(members), strings.Join(down, ", ")))
+		fmt.Sprintf("%d of %d members not connected: %s", len(down), len(members), strings.Join(down, ", "))), overlap
+}
+
+// overlaps names the selected members whose node recovery another policy
+// governs (internal/policy.Overlaps).
+func (r *policyStatusReconciler) overlaps(ctx context.Context, pol *v1alpha1.FailoverPolicy, kfcs []kubefedv1beta1.KubeFedCluster) ([]string, error) {
+	if !policy.Enabled(pol, policy.NodeRecovery) {
+		return nil, nil
+	}
+	var list v1alpha1.FailoverPolicyList
+	if err := r.client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing FailoverPolicies: %w", err)
+	}
+	members := make([]policy.Member, 0, len(kfcs))
+	for i := range kfcs {
+		members = append(members, policy.Member{Name: kfcs[i].Name, Labels: kfcs[i].Labels})
+	}
+	slices.SortFunc(members, func(a, b policy.Member) int { return strings.Compare(a.Name, b.Name) })
+	return policy.Overlaps(pol, list.Items, members), nil
 }
 
 // keepFreshProbeTimes reuses the recorded lastProbeTime while it is younger
@@ -103,7 +131,7 @@ func (r *policyStatusReconciler) keepFreshProbeTimes(pol *v1alpha1.FailoverPolic
 // apply writes the member fields and Ready with server-side apply. Ready
 // summarises this controller's condition and the other controllers' (see
 // policystatus.Ready). An unchanged status is a no-op for the API server.
-func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus, cond metav1.Condition) error {
+func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus, cond, overlap metav1.Condition) error {
 	var connected int32
 	for _, m := range members {
 		if m.Connected {
@@ -116,7 +144,7 @@ func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.Failov
 		ObservedGeneration: pol.Generation,
 		Members:            members,
 		ConnectedMembers:   connected,
-		Conditions:         policystatus.Conditions(pol, cond, policystatus.Ready(pol, conds)),
+		Conditions:         policystatus.Conditions(pol, cond, overlap, policystatus.Ready(pol, conds)),
 	}
 	return policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status)
 }

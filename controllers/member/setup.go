@@ -110,6 +110,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 		WatchesRawSource(source.Kind(kubefed.GetCache(), &kubefedv1beta1.KubeFedCluster{},
 			handler.TypedEnqueueRequestsFromMapFunc(all), kfcChanged)).
 		WatchesRawSource(c.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return pr.allPolicies(ctx) })).
+		// Which policy governs a member (Overlapping) depends on every policy.
+		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			return pr.allPolicies(ctx)
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(pr)
 	if err != nil {
 		return nil, fmt.Errorf("creating FailoverPolicy member status controller: %w", err)

@@ -84,7 +84,8 @@ func renderPolicies(w io.Writer, v StatusView, wide bool) error {
 // Rebalancing False).
 func conditionMessages(p PolicyRow) string {
 	good := map[string]string{v1alpha1.ConditionReady: "True", v1alpha1.ConditionMembersConnected: "True",
-		v1alpha1.ConditionStormActive: "False", v1alpha1.ConditionFencingBlocked: "False", v1alpha1.ConditionRebalancing: "False"}
+		v1alpha1.ConditionStormActive: "False", v1alpha1.ConditionFencingBlocked: "False", v1alpha1.ConditionRebalancing: "False",
+		v1alpha1.ConditionOverlapping: "False"}
 	var parts []string
 	for _, c := range p.Conditions {
 		if want, known := good[c.Type]; (!known || string(c.Status) != want) && c.Message != "" {

@@ -147,3 +147,31 @@ func choose(policies []v1alpha1.FailoverPolicy, f Feature, matches func(*v1alpha
 	}
 	return s
 }
+
+// Member is a member cluster as the governance rule sees it.
+type Member struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Overlaps lists, for each member where p would recover nodes but another
+// policy governs node recovery, "member: governed by winner". Empty when p
+// governs every member it selects (or has node recovery off).
+func Overlaps(p *v1alpha1.FailoverPolicy, all []v1alpha1.FailoverPolicy, members []Member) []string {
+	if !Enabled(p, NodeRecovery) {
+		return nil
+	}
+	var out []string
+	for _, m := range members {
+		sel := ForMember(all, m.Labels)
+		if sel.Governing == nil || sel.Governing.Name == p.Name {
+			continue
+		}
+		for _, o := range sel.Overlapping {
+			if o.Name == p.Name {
+				out = append(out, m.Name+": governed by "+sel.Governing.Name)
+			}
+		}
+	}
+	return out
+}

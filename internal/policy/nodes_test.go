@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,5 +45,26 @@ func TestNodes(t *testing.T) {
 				t.Errorf("worker node selected = %v, want %v", got, tc.wantW)
 			}
 		})
+	}
+}
+
+func TestOverlaps(t *testing.T) {
+	old := pol("old", time.Hour)                                    // every member
+	young := pol("young", time.Minute)                              // every member, loses to old
+	edge := pol("edge", time.Second, clusters(sel("tier", "edge"))) // only edge members
+	off := pol("off", 2*time.Hour, noRecovery)                      // oldest, but node recovery off
+	all := []v1alpha1.FailoverPolicy{old, young, edge, off}
+	members := []Member{{Name: "m1", Labels: map[string]string{"tier": "core"}}, {Name: "m2", Labels: map[string]string{"tier": "edge"}}}
+	cases := map[string][]string{
+		"old":   nil,
+		"young": {"m1: governed by old", "m2: governed by old"},
+		"edge":  {"m2: governed by old"},
+		"off":   nil,
+	}
+	for _, p := range all {
+		got := Overlaps(&p, all, members)
+		if strings.Join(got, ";") != strings.Join(cases[p.Name], ";") {
+			t.Errorf("%s: overlaps %v, want %v", p.Name, got, cases[p.Name])
+		}
 	}
 }

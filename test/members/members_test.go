@@ -466,6 +466,40 @@ func TestReadySummarisesEveryController(t *testing.T) {
 	})
 }
 
+// TestOverlappingPolicies: of two node-recovery policies selecting the same
+// member, the younger one says Overlapping=True naming the winner, and
+// clears it when the winner goes.
+func TestOverlappingPolicies(t *testing.T) {
+	f := env(t)
+	startManager(t, f, testOptions())
+	f.join(t, "alpha", "alpha", nil)
+	older := policy(t, f, "overlap-old", nil)
+	waitPolicy(t, f, older, func(p *v1alpha1.FailoverPolicy) error {
+		return wantConditionStatus(p, v1alpha1.ConditionOverlapping, metav1.ConditionFalse)
+	})
+	eventually(t, 5*time.Second, "a second of creation-time resolution between the policies", func() error {
+		if time.Since(older.CreationTimestamp.Time) < time.Second {
+			return errorf("too soon")
+		}
+		return nil
+	})
+	younger := policy(t, f, "overlap-young", nil)
+	waitPolicy(t, f, younger, func(p *v1alpha1.FailoverPolicy) error {
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionOverlapping)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonOverlapping || !strings.Contains(c.Message, "alpha: governed by overlap-old") {
+			return errorf("Overlapping %+v, want True naming overlap-old", c)
+		}
+		return nil
+	})
+	waitPolicy(t, f, older, func(p *v1alpha1.FailoverPolicy) error {
+		return wantConditionStatus(p, v1alpha1.ConditionOverlapping, metav1.ConditionFalse)
+	})
+	must(t, f.host.Delete(context.Background(), older))
+	waitPolicy(t, f, younger, func(p *v1alpha1.FailoverPolicy) error {
+		return wantConditionStatus(p, v1alpha1.ConditionOverlapping, metav1.ConditionFalse)
+	})
+}
+
 func wantConditionStatus(p *v1alpha1.FailoverPolicy, typ string, status metav1.ConditionStatus) error {
 	if c := meta.FindStatusCondition(p.Status.Conditions, typ); c == nil || c.Status != status {
 		return errorf("%s %+v, want %s", typ, c, status)

@@ -108,6 +108,8 @@ type NodeRecoverySpec struct {
 	// labelled node-role.kubernetes.io/control-plane): their loss is the
 	// control plane's business. An empty selector ({}) selects every node.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions[].values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",fieldPath=".matchExpressions"
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 }
 

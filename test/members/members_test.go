@@ -451,7 +451,8 @@ func TestReadySummarisesEveryController(t *testing.T) {
 	// An unparsable clusterSelector selects nothing and says which field.
 	got := &v1alpha1.FailoverPolicy{}
 	must(t, f.host.Get(ctx, client.ObjectKeyFromObject(pol), got))
-	got.Spec.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: "Near"}}}
+	// Admission rejects unknown operators; an invalid key still gets through.
+	got.Spec.ClusterSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "not a key!", Operator: "Exists"}}}
 	must(t, f.host.Update(ctx, got))
 	waitPolicy(t, f, pol, ready(metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector, "spec.clusterSelector: "))
 	waitPolicy(t, f, pol, func(p *v1alpha1.FailoverPolicy) error {

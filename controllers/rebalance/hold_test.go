@@ -22,23 +22,32 @@ import (
 // An RSP shifted by a policy whose selector became invalid stays exactly as
 // it is (no release mid-failover), the policy's status says why, and the
 // event is emitted once.
-func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
+// shiftedRSP is an RSP that policy p shifted from the user's 1:1 to 6:0, in
+// a fake host with pol, and a reconciler over it.
+func shiftedRSP(t *testing.T, pol *v1alpha1.FailoverPolicy) (r *Reconciler, c client.Client, rec *events.FakeRecorder,
+	rsp *fedschedv1a1.ReplicaSchedulingPreference, m *contract.RebalanceState, shifted contract.Placement) {
+	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
-	shifted := contract.Placement{TotalReplicas: 6, Clusters: prefs(6, 0)}
-	m := &contract.RebalanceState{Policy: "p", Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
-	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web",
+	shifted = contract.Placement{TotalReplicas: 6, Clusters: prefs(6, 0)}
+	m = &contract.RebalanceState{Policy: "p", Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
+	rsp = &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web",
 		Annotations: map[string]string{contract.AnnotationRebalance: m.Encode()}},
 		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 6, Clusters: prefs(6, 0)}}
+	c = fake.NewClientBuilder().WithScheme(s).WithObjects(rsp, pol).Build()
+	rec = events.NewFakeRecorder(10)
+	r = &Reconciler{host: c, recorder: rec, store: newStore(), mem: map[types.NamespacedName]*memory{}, now: func() time.Time { return t0 }}
+	return r, c, rec, rsp, m, shifted
+}
+
+func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
 	spec := testSpec()
 	spec.ReplicaSchedulingPreferences.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(rsp, pol).Build()
-	rec := events.NewFakeRecorder(10)
-	r := &Reconciler{host: c, recorder: rec, store: newStore(), mem: map[types.NamespacedName]*memory{}, now: func() time.Time { return t0 }}
+	r, c, rec, rsp, m, shifted := shiftedRSP(t, pol)
 
 	key := client.ObjectKeyFromObject(rsp)
 	before := &fedschedv1a1.ReplicaSchedulingPreference{}
@@ -79,20 +88,9 @@ func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
 // A paused policy leaves its shifted RSP exactly as it is (neither planned
 // nor released), whatever its members do, and says so.
 func TestPausedPolicyWritesNothing(t *testing.T) {
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
-	shifted := contract.Placement{TotalReplicas: 6, Clusters: prefs(6, 0)}
-	m := &contract.RebalanceState{Policy: "p", Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
-	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web",
-		Annotations: map[string]string{contract.AnnotationRebalance: m.Encode()}},
-		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 6, Clusters: prefs(6, 0)}}
 	spec := testSpec()
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec, Paused: true}}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(rsp, pol).Build()
-	r := &Reconciler{host: c, recorder: events.NewFakeRecorder(10), store: newStore(), mem: map[types.NamespacedName]*memory{}, now: func() time.Time { return t0 }}
+	r, c, _, rsp, m, shifted := shiftedRSP(t, pol)
 	key := client.ObjectKeyFromObject(rsp)
 	before := &fedschedv1a1.ReplicaSchedulingPreference{}
 	if err := c.Get(context.Background(), key, before); err != nil {
@@ -105,7 +103,7 @@ func TestPausedPolicyWritesNothing(t *testing.T) {
 	if err := c.Get(context.Background(), key, got); err != nil {
 		t.Fatal(err)
 	}
-	if got.ResourceVersion != before.ResourceVersion {
+	if got.ResourceVersion != before.ResourceVersion || got.Annotations[contract.AnnotationRebalance] != m.Encode() || !specPlacement(got).Equal(shifted) {
 		t.Fatalf("paused policy wrote the RSP: %+v", got)
 	}
 	entries, _ := r.store.Snapshot("p")

@@ -96,12 +96,17 @@ func (p Placement) Normalize() Placement {
 // Equal compares what the placement says: total, and per cluster the
 // weight, minReplicas and maxReplicas (unset differs from 0).
 func (p Placement) Equal(o Placement) bool {
-	if p.TotalReplicas != o.TotalReplicas || len(p.Clusters) != len(o.Clusters) {
+	return p.TotalReplicas == o.TotalReplicas && EqualPreferences(p.Clusters, o.Clusters)
+}
+
+// EqualPreferences compares RSP spec.clusters by value (weights, min, max).
+func EqualPreferences(a, b map[string]fedschedv1a1.ClusterPreferences) bool {
+	if len(a) != len(b) {
 		return false
 	}
-	for n, a := range p.Clusters {
-		b, ok := o.Clusters[n]
-		if !ok || a.MinReplicas != b.MinReplicas || a.Weight != b.Weight || !equalPtr(a.MaxReplicas, b.MaxReplicas) {
+	for n, pa := range a {
+		pb, ok := b[n]
+		if !ok || pa.MinReplicas != pb.MinReplicas || pa.Weight != pb.Weight || !equalPtr(pa.MaxReplicas, pb.MaxReplicas) {
 			return false
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 // result encodes a placement as spec.clusters. When it is exactly the
@@ -26,7 +28,7 @@ func (p *planning) result(placement map[string]int64, total int64, reason string
 		r.Clusters = p.pinned(placement)
 		r.Shifted = true
 	}
-	r.Changed = !equalPrefs(r.Clusters, p.in.Current) || total != p.currentTotal
+	r.Changed = !contract.EqualPreferences(r.Clusters, p.in.Current) || total != p.currentTotal
 	if r.Changed {
 		r.RequeueAt = p.requeueAfterChange(placement)
 	}
@@ -39,7 +41,7 @@ func (p *planning) keep(reason string, requeueAt time.Time) Result {
 		Clusters:       copyPrefs(p.in.Current),
 		TotalReplicas:  int32(p.currentTotal),
 		TemporaryTotal: p.currentTotal > p.total,
-		Shifted:        !equalPrefs(p.in.Current, p.in.Baseline),
+		Shifted:        !contract.EqualPreferences(p.in.Current, p.in.Baseline),
 		Placement:      fill(clone(p.current), p.names),
 		Unplaced:       p.unplaced,
 		Reason:         reason,
@@ -79,24 +81,4 @@ func copyPrefs(in map[string]fedschedv1a1.ClusterPreferences) map[string]fedsche
 		out[n] = *prefs.DeepCopy()
 	}
 	return out
-}
-
-func equalPrefs(a, b map[string]fedschedv1a1.ClusterPreferences) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for n, pa := range a {
-		pb, ok := b[n]
-		if !ok || pa.MinReplicas != pb.MinReplicas || pa.Weight != pb.Weight || !equalMax(pa.MaxReplicas, pb.MaxReplicas) {
-			return false
-		}
-	}
-	return true
-}
-
-func equalMax(a, b *int64) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }

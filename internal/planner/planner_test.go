@@ -9,6 +9,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -217,7 +218,7 @@ func TestPlan(t *testing.T) {
 			if !equalPlacement(got.Placement, tt.wantPlacement) {
 				t.Errorf("placement %v, want %v", got.Placement, tt.wantPlacement)
 			}
-			if tt.wantClusters != nil && !equalPrefs(got.Clusters, tt.wantClusters) {
+			if tt.wantClusters != nil && !contract.EqualPreferences(got.Clusters, tt.wantClusters) {
 				t.Errorf("clusters %v, want %v", describe(got.Clusters), describe(tt.wantClusters))
 			}
 			if !tt.wantRequeue.IsZero() && !got.RequeueAt.Equal(tt.wantRequeue) {
@@ -234,7 +235,7 @@ func TestFailbackConverges(t *testing.T) {
 		in := Input{Baseline: equal3, Current: equal3, TotalReplicas: 9, Spec: spec(mbb), Now: now,
 			Members: map[string]Member{"a": healthy(3, 10), "b": failed(), "c": healthy(3, 10)}}
 		changes := 0
-		for i := 0; i < 200 && (changes == 0 || !equalPrefs(in.Current, equal3) || in.CurrentTotalReplicas != 9); i++ {
+		for i := 0; i < 200 && (changes == 0 || !contract.EqualPreferences(in.Current, equal3) || in.CurrentTotalReplicas != 9); i++ {
 			got := Plan(in)
 			checkInvariants(t, in, got)
 			if got.Changed {
@@ -257,7 +258,7 @@ func TestFailbackConverges(t *testing.T) {
 		if mbb {
 			want = 5
 		}
-		if changes != want || !equalPrefs(in.Current, equal3) {
+		if changes != want || !contract.EqualPreferences(in.Current, equal3) {
 			t.Errorf("makeBeforeBreak=%v: %d changes, ended at %v; want %d changes back to baseline", mbb, changes, describe(in.Current), want)
 		}
 	}

@@ -7,8 +7,6 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/fedfailover/fedfailover/internal/capimap"
 )
 
 // MemberNames lists the member clusters the host knows, for shell
@@ -59,12 +57,7 @@ func NodeNames(ctx context.Context, r client.Reader, s *Snapshot, cluster string
 // controllers do (internal/capimap); no Cluster API, or no Cluster for the
 // member, is no Machine, not an error.
 func memberMachines(ctx context.Context, r client.Reader, s *Snapshot, cluster string) (map[string]*clusterv1.Machine, error) {
-	var annotations map[string]string
-	if k := s.cluster(cluster); k != nil {
-		annotations = k.Annotations
-	}
-	capi := capimap.Reader{Reader: r}
-	cl, err := capi.Cluster(ctx, cluster, annotations)
+	capi, cl, err := memberCAPICluster(ctx, r, s, cluster)
 	if err != nil {
 		_, err := mappingNote(err, resClusters, "")
 		return nil, err

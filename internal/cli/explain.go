@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,17 +65,24 @@ type FencingView struct {
 	AssumeFencedAt *time.Time `json:"assumeFencedAt,omitempty"`
 }
 
-// FindMachine returns the host's Machine of a member node, found as the
-// controllers find it (internal/capimap). Nil with a note when there is
-// none: no Cluster API CRDs, no Cluster for the member, no Machine for the
-// node.
-func FindMachine(ctx context.Context, r client.Reader, s *Snapshot, cluster, node string) (*clusterv1.Machine, string, error) {
+// memberCAPICluster finds the member's Cluster API Cluster as the
+// controllers do (internal/capimap), from its KubeFedCluster's annotations.
+func memberCAPICluster(ctx context.Context, r client.Reader, s *Snapshot, cluster string) (capimap.Reader, types.NamespacedName, error) {
 	var annotations map[string]string
 	if k := s.cluster(cluster); k != nil {
 		annotations = k.Annotations
 	}
 	capi := capimap.Reader{Reader: r}
 	cl, err := capi.Cluster(ctx, cluster, annotations)
+	return capi, cl, err
+}
+
+// FindMachine returns the host's Machine of a member node, found as the
+// controllers find it (internal/capimap). Nil with a note when there is
+// none: no Cluster API CRDs, no Cluster for the member, no Machine for the
+// node.
+func FindMachine(ctx context.Context, r client.Reader, s *Snapshot, cluster, node string) (*clusterv1.Machine, string, error) {
+	capi, cl, err := memberCAPICluster(ctx, r, s, cluster)
 	if err != nil {
 		note, err := mappingNote(err, resClusters, "")
 		return nil, note, err

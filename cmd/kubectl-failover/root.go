@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
@@ -60,6 +61,20 @@ func newRootCommand(streams genericiooptions.IOStreams, flags *genericclioptions
 
 // restConfig loads the host cluster's kubeconfig, turning problems into
 // messages that say what to fix.
+// hostConfig is the host's REST config and the scheme of every kind the
+// CLI reads.
+func (o *rootOptions) hostConfig() (*rest.Config, *runtime.Scheme, error) {
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, s, nil
+}
+
 func (o *rootOptions) restConfig() (*rest.Config, error) {
 	cfg, err := o.flags.ToRESTConfig()
 	switch {
@@ -78,11 +93,7 @@ func (o *rootOptions) reader() (client.Client, error) {
 	if o.client != nil {
 		return o.client, nil
 	}
-	cfg, err := o.restConfig()
-	if err != nil {
-		return nil, err
-	}
-	s, err := scheme.New()
+	cfg, s, err := o.hostConfig()
 	if err != nil {
 		return nil, err
 	}

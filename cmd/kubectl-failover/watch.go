@@ -18,7 +18,6 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/cli"
-	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
 // watchStatus prints the status, then again whenever an object it shows
@@ -142,11 +141,7 @@ func watchedKinds() []client.Object {
 // startWatch starts an informer per watched kind, scoped like the direct
 // reads: KubeFedClusters in the kubefed namespace, RSPs in -n or all.
 func (o *statusOptions) startWatch(ctx context.Context, src cli.Source) (*hostWatch, error) {
-	cfg, err := o.restConfig()
-	if err != nil {
-		return nil, err
-	}
-	s, err := scheme.New()
+	cfg, s, err := o.hostConfig()
 	if err != nil {
 		return nil, err
 	}

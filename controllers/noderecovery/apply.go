@@ -19,6 +19,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/metrics"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // Event reasons and decision actions.
@@ -61,7 +62,7 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 	}
 	switch {
 	case p.Step == stepCleanup:
-		return 0, r.cleanup(ctx, v, n, p)
+		return r.cleanup(ctx, v, n, p)
 	case p.Marks.Acted():
 		if p.Step == stepForceDelete {
 			after, err := r.forceDelete(ctx, v, n, p)
@@ -307,7 +308,21 @@ func podReady(p *corev1.Pod) bool {
 
 // cleanup removes our marks, and our taint if we added it, from a node that
 // is Ready again or whose marks belong to an earlier loss. Done even in dry run: a taint must never be left behind.
-func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
+func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+	if p.Marks.TaintedByUs && nodecond.IsReady(n) {
+		// The KEP's advice: remove the taint only once the volumes released
+		// through it are detached from the node, else a pod of the returning
+		// node could start on a volume another node now writes.
+		pv, err := r.trackedAttachment(ctx, v, n.Name, p.Marks.Claims)
+		if err != nil {
+			return 0, err
+		}
+		if pv != "" {
+			p.Phase = v1alpha1.RecoveryPhaseRecovering
+			p.Message = fmt.Sprintf("node is Ready again; the out-of-service taint stays while volume %s of a tracked claim is still attached to it", pv)
+			return taintRemovalRecheck, nil
+		}
+	}
 	upd := n.DeepCopy()
 	for _, k := range contract.NodeMarkKeys() {
 		delete(upd.Annotations, k)
@@ -318,7 +333,7 @@ func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node,
 		removed = len(upd.Spec.Taints) != len(n.Spec.Taints)
 	}
 	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("removing marks from Ready node: %w", err)
+		return 0, fmt.Errorf("removing marks from Ready node: %w", err)
 	}
 	if p.Marks.Acted() && p.Marks.RecoveredAt.IsZero() {
 		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Marks.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
@@ -328,7 +343,33 @@ func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node,
 		msg = p.Message + "; out-of-service taint added by fedfailover removed"
 	}
 	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonNodeReturned, "Cleanup", msg)
-	return nil
+	return 0, nil
+}
+
+// taintRemovalRecheck bounds the wait for a detach; attachments are
+// watched, so a detach usually brings the next pass sooner.
+const taintRemovalRecheck = 5 * time.Second
+
+// trackedAttachment names a PersistentVolume of a tracked claim that is
+// still attached to the node ("" when none is).
+func (r *Reconciler) trackedAttachment(ctx context.Context, v *memberView, node string, claims []string) (string, error) {
+	if len(v.vas[node]) == 0 {
+		return "", nil
+	}
+	attached := map[string]bool{}
+	for _, va := range v.vas[node] {
+		attached[attachmentPV(va)] = true
+	}
+	for _, claim := range claims {
+		pv, err := claimVolume(ctx, v.client, claim)
+		if err != nil {
+			return "", err
+		}
+		if pv != "" && attached[pv] {
+			return pv, nil
+		}
+	}
+	return "", nil
 }
 
 // deleteMachine asks Cluster API to delete the Machine of a blocked node, as

@@ -535,3 +535,36 @@ func TestNodeSelectorScope(t *testing.T) {
 		t.Fatal("nodeSelector {}: the fenced control-plane node was not tainted")
 	}
 }
+
+// TestTaintStaysWhileTrackedVolumeAttached: a node that comes back keeps the
+// out-of-service taint fedfailover added until the tracked claim's volume is
+// detached from it (the old code removed it at once).
+func TestTaintStaysWhileTrackedVolumeAttached(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	ctx := context.Background()
+	w.pass()
+	if !hasOutOfServiceTaint(w.node("n1")) {
+		t.Fatal("not tainted")
+	}
+	n1 := w.node("n1")
+	n1.Status.Conditions[0].Status, n1.Status.Conditions[0].LastTransitionTime = corev1.ConditionTrue, metav1.NewTime(w.now)
+	if err := w.member.Status().Update(ctx, n1); err != nil {
+		t.Fatal(err)
+	}
+	res := w.pass()
+	if !hasOutOfServiceTaint(w.node("n1")) {
+		t.Fatal("taint removed while the tracked volume is still attached to the node")
+	}
+	if rec := w.recoveries(); len(rec) != 1 || !strings.Contains(rec[0].Message, "pv-db-0") || res.RequeueAfter <= 0 {
+		t.Fatalf("recoveries %+v, requeue %v: want the wait explained and a recheck", rec, res.RequeueAfter)
+	}
+	if err := w.member.Delete(ctx, attachment("va-n1", "pv-db-0", "n1", true)); err != nil {
+		t.Fatal(err)
+	}
+	w.pass()
+	if n := w.node("n1"); hasOutOfServiceTaint(n) || contract.HasNodeMarks(n.Annotations) {
+		t.Fatalf("after the detach: taints %v annotations %v, want neither ours", n.Spec.Taints, n.Annotations)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,6 +147,10 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 			return r.notProven(ctx, v, n, p, err)
 		}
 	}
+	// A pod already deleting that a finalizer holds cannot go any faster:
+	// deleting it again every pass is only churn. Its containers are dead
+	// with the fenced node, so the attachment step below may go on.
+	pods, held := splitHeld(pods)
 	for _, pod := range pods {
 		uid := pod.UID
 		err := v.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
@@ -158,9 +163,14 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		p.Message = fmt.Sprintf("force-deleted %d pods of the fenced node", len(pods))
 		return forceDeleteRecheck, nil
 	}
+	after := time.Duration(0)
+	if len(held) > 0 {
+		p.Message = "waiting for " + describeHeld(held)
+		after = finalizerRecheck
+	}
 	if p.Marks.Action != v1alpha1.RecoveryMethodForceDelete {
 		// With the taint, the attach-detach controller detaches at once.
-		return 0, nil
+		return after, nil
 	}
 	keep, err := r.volumesInUse(ctx, v, n.Name)
 	if err != nil {
@@ -177,7 +187,7 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		}
 		log.Info("Deleted VolumeAttachment of fenced node", "volumeAttachment", va.Name, "persistentVolume", pv)
 	}
-	return 0, nil
+	return after, nil
 }
 
 func ownedByDaemonSet(p *corev1.Pod) bool {
@@ -196,7 +206,12 @@ func attachmentPV(va *storagev1.VolumeAttachment) string {
 // their attachments stay.
 func (r *Reconciler) volumesInUse(ctx context.Context, v *memberView, node string) (map[string]bool, error) {
 	out := map[string]bool{}
-	for _, claim := range claimsOf(v.pods[node]) {
+	// In-scope pods already force-deleted (held by a finalizer) no longer
+	// use their volumes: the node is fenced.
+	using := slices.DeleteFunc(slices.Clone(v.pods[node]), func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp != nil && v.scope.matches(p)
+	})
+	for _, claim := range claimsOf(using) {
 		pv, err := claimVolume(ctx, v.client, claim)
 		if err != nil {
 			return nil, err
@@ -428,4 +443,29 @@ func (r *Reconciler) machineOwners(ctx context.Context, v *memberView) (map[stri
 		}
 	}
 	return out, nil
+}
+
+// finalizerRecheck is the back-off while pods wait for their finalizers;
+// pod updates are watched, so a removed finalizer brings the next pass.
+const finalizerRecheck = 10 * time.Second
+
+// splitHeld separates pods that are deleting and held by finalizers.
+func splitHeld(pods []*corev1.Pod) (toDelete, held []*corev1.Pod) {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
+			held = append(held, p)
+		} else {
+			toDelete = append(toDelete, p)
+		}
+	}
+	return toDelete, held
+}
+
+// describeHeld names each held pod and its finalizers, for status.
+func describeHeld(held []*corev1.Pod) string {
+	parts := make([]string, 0, len(held))
+	for _, p := range held {
+		parts = append(parts, fmt.Sprintf("finalizer %s on pod %s/%s", strings.Join(p.Finalizers, ","), p.Namespace, p.Name))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -568,3 +568,36 @@ func TestTaintStaysWhileTrackedVolumeAttached(t *testing.T) {
 		t.Fatalf("after the detach: taints %v annotations %v, want neither ours", n.Spec.Taints, n.Annotations)
 	}
 }
+
+// TestFinalizerHeldPodIsNotDeletedAgain: a force-deleted pod that a
+// finalizer holds is not deleted again on every pass (the old code did, once
+// a second); the recovery says which finalizer it waits for, backs off, and
+// still releases the volume's attachment.
+func TestFinalizerHeldPodIsNotDeletedAgain(t *testing.T) {
+	held := claimPod("db-0", "n1", "data-db-0", true)
+	held.Finalizers = []string{"example.com/backup"}
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), false, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), held,
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	ctx := context.Background()
+	w.pass() // marks, then the grace-0 delete: the finalizer keeps the pod
+	pod := &corev1.Pod{}
+	if err := w.member.Get(ctx, client.ObjectKey{Namespace: "default", Name: "db-0"}, pod); err != nil || pod.DeletionTimestamp == nil {
+		t.Fatalf("pod after the force delete: %v (err %v), want deleting", pod.DeletionTimestamp, err)
+	}
+	rv := pod.ResourceVersion
+	w.now = w.now.Add(time.Second)
+	res := w.pass()
+	if err := w.member.Get(ctx, client.ObjectKey{Namespace: "default", Name: "db-0"}, pod); err != nil || pod.ResourceVersion != rv {
+		t.Fatalf("held pod written again (resourceVersion %s → %s, err %v)", rv, pod.ResourceVersion, err)
+	}
+	if res.RequeueAfter < finalizerRecheck {
+		t.Fatalf("RequeueAfter %v, want a back-off of at least %v", res.RequeueAfter, finalizerRecheck)
+	}
+	if rec := w.recoveries(); len(rec) != 1 || !strings.Contains(rec[0].Message, "finalizer example.com/backup on pod default/db-0") {
+		t.Fatalf("recoveries %+v, want the finalizer named", rec)
+	}
+	if w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
+		t.Fatal("attachment of the held pod's volume not released")
+	}
+}

@@ -43,18 +43,17 @@ func shiftedRSP(t *testing.T, pol *v1alpha1.FailoverPolicy) (r *Reconciler, c cl
 	return r, c, rec, rsp, m, shifted
 }
 
-func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
-	spec := testSpec()
-	spec.ReplicaSchedulingPreferences.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
-	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
-	r, c, rec, rsp, m, shifted := shiftedRSP(t, pol)
-
+// reconcileUnchanged reconciles the RSP passes times and fails unless it is
+// exactly as it was: not written, still shifted, same recorded state.
+func reconcileUnchanged(t *testing.T, r *Reconciler, c client.Client, rsp *fedschedv1a1.ReplicaSchedulingPreference,
+	m *contract.RebalanceState, shifted contract.Placement, passes int) {
+	t.Helper()
 	key := client.ObjectKeyFromObject(rsp)
 	before := &fedschedv1a1.ReplicaSchedulingPreference{}
 	if err := c.Get(context.Background(), key, before); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
+	for range passes {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 			t.Fatal(err)
 		}
@@ -64,8 +63,17 @@ func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.ResourceVersion != before.ResourceVersion || got.Annotations[contract.AnnotationRebalance] != m.Encode() || !specPlacement(got).Equal(shifted) {
-		t.Fatalf("held RSP changed: %+v", got)
+		t.Fatalf("RSP changed: %+v", got)
 	}
+}
+
+func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
+	spec := testSpec()
+	spec.ReplicaSchedulingPreferences.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}}
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
+	r, c, rec, rsp, m, shifted := shiftedRSP(t, pol)
+
+	reconcileUnchanged(t, r, c, rsp, m, shifted, 2)
 	if n := len(rec.Events); n != 2 { // one on the RSP, one on the policy
 		t.Fatalf("%d events, want 2 (once)", n)
 	}
@@ -91,21 +99,7 @@ func TestPausedPolicyWritesNothing(t *testing.T) {
 	spec := testSpec()
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec, Paused: true}}
 	r, c, _, rsp, m, shifted := shiftedRSP(t, pol)
-	key := client.ObjectKeyFromObject(rsp)
-	before := &fedschedv1a1.ReplicaSchedulingPreference{}
-	if err := c.Get(context.Background(), key, before); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
-		t.Fatal(err)
-	}
-	got := &fedschedv1a1.ReplicaSchedulingPreference{}
-	if err := c.Get(context.Background(), key, got); err != nil {
-		t.Fatal(err)
-	}
-	if got.ResourceVersion != before.ResourceVersion || got.Annotations[contract.AnnotationRebalance] != m.Encode() || !specPlacement(got).Equal(shifted) {
-		t.Fatalf("paused policy wrote the RSP: %+v", got)
-	}
+	reconcileUnchanged(t, r, c, rsp, m, shifted, 1)
 	entries, _ := r.store.Snapshot("p")
 	if st := desiredStatus(pol, entries); len(st.Rebalances) != 1 || st.Rebalances[0].Reason != v1alpha1.ReasonPaused {
 		t.Errorf("rebalances %+v, want the RSP listed as Paused", st.Rebalances)

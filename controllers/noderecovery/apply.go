@@ -66,7 +66,7 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 		return r.cleanup(ctx, v, n, p)
 	case p.Marks.Acted():
 		if p.Step == stepForceDelete {
-			after, err := r.forceDelete(ctx, v, n, p)
+			after, err := r.forceDelete(ctx, v, n, p, false)
 			if err != nil || after > 0 {
 				return after, err
 			}
@@ -128,17 +128,19 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	}
 	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method),
 		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Marks.Claims), p.Verdict.Message()))
-	return r.forceDelete(ctx, v, n, p)
+	return r.forceDelete(ctx, v, n, p, true)
 }
 
 // forceDelete deletes the node's in-scope pods with grace period 0 and, for
 // the ForceDelete method, once they are gone, the node's VolumeAttachments
 // that no remaining pod uses. Idempotent: every pass deletes what is still
 // there. Safe only because the node is fenced (the marks say so).
-func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+// proven says the caller confirmed the fence live in this pass already
+// (act, right before its taint patch): no second re-read.
+func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan, proven bool) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx)
 	pods := slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)
-	if len(pods) > 0 || len(v.vas[n.Name]) > 0 {
+	if !proven && (len(pods) > 0 || len(v.vas[n.Name]) > 0) {
 		var cached *corev1.Node
 		if n.UID != "" {
 			cached = n
@@ -426,9 +428,16 @@ func (r *Reconciler) machineOwners(ctx context.Context, v *memberView) (map[stri
 	if v.policy == nil || !v.policy.Spec.NodeRecovery.Fencing.RequestMachineDeletion || len(v.machines) == 0 {
 		return nil, nil
 	}
+	ready := map[string]bool{}
+	for _, n := range v.nodes {
+		ready[n.Name] = nodecond.IsReady(n)
+	}
 	mhcs := map[string][]clusterv1.MachineHealthCheck{}
 	out := map[string]string{}
 	for node, m := range v.machines {
+		if ready[node] {
+			continue // never a deletion candidate: no live list for it
+		}
 		list, ok := mhcs[m.Namespace]
 		if !ok {
 			var l clusterv1.MachineHealthCheckList

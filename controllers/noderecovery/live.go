@@ -32,24 +32,9 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 	if v.policy == nil {
 		return &errNotProvenLive{why: "no policy governs the member"}
 	}
-	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	live, err := r.liveNode(ctx, v, name, cached)
 	if err != nil {
 		return err
-	}
-	live := &corev1.Node{}
-	switch err := uncached.Get(ctx, client.ObjectKey{Name: name}, live); {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		return fmt.Errorf("reading node %s live: %w", name, err)
-	}
-	switch {
-	case cached == nil && live != nil:
-		return &errNotProvenLive{why: fmt.Sprintf("a Node named %s exists again (uid %s)", name, live.UID)}
-	case cached != nil && live == nil:
-		return &errNotProvenLive{why: fmt.Sprintf("node %s was deleted since it was read", name)}
-	case cached != nil && live.UID != cached.UID:
-		return &errNotProvenLive{why: fmt.Sprintf("node %s was re-created (uid %s, decided on %s)", name, live.UID, cached.UID)}
 	}
 	m, err := r.liveMachine(ctx, v.machines[name], name)
 	if err != nil {
@@ -61,6 +46,32 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 		return &errNotProvenLive{why: res.Message()}
 	}
 	return nil
+}
+
+// liveNode re-reads the Node from the member's API server; nil when it is
+// gone. It must be the Node the pass decided on: same UID, or still absent
+// when cached is nil (a deleted Node).
+func (r *Reconciler) liveNode(ctx context.Context, v *memberView, name string, cached *corev1.Node) (*corev1.Node, error) {
+	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	if err != nil {
+		return nil, err
+	}
+	live := &corev1.Node{}
+	switch err := uncached.Get(ctx, client.ObjectKey{Name: name}, live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading node %s live: %w", name, err)
+	}
+	switch {
+	case cached == nil && live != nil:
+		return nil, &errNotProvenLive{why: fmt.Sprintf("a Node named %s exists again (uid %s)", name, live.UID)}
+	case cached != nil && live == nil:
+		return nil, &errNotProvenLive{why: fmt.Sprintf("node %s was deleted since it was read", name)}
+	case cached != nil && live.UID != cached.UID:
+		return nil, &errNotProvenLive{why: fmt.Sprintf("node %s was re-created (uid %s, decided on %s)", name, live.UID, cached.UID)}
+	}
+	return live, nil
 }
 
 // liveMachine re-reads the cached Machine of node from the host API server;
@@ -103,21 +114,11 @@ func (r *Reconciler) notProven(ctx context.Context, v *memberView, n *corev1.Nod
 // Machine deletion is requested: it must be the same Node, still not Ready.
 // (The Machine itself is deleted with UID and resourceVersion preconditions.)
 func (r *Reconciler) confirmStillLost(ctx context.Context, v *memberView, n *corev1.Node) error {
-	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	live, err := r.liveNode(ctx, v, n.Name, n)
 	if err != nil {
 		return err
 	}
-	live := &corev1.Node{}
-	if err := uncached.Get(ctx, client.ObjectKeyFromObject(n), live); err != nil {
-		if apierrors.IsNotFound(err) {
-			return &errNotProvenLive{why: "the node was deleted since it was read"}
-		}
-		return fmt.Errorf("reading node %s live: %w", n.Name, err)
-	}
-	switch {
-	case live.UID != n.UID:
-		return &errNotProvenLive{why: fmt.Sprintf("node %s was re-created (uid %s)", n.Name, live.UID)}
-	case nodecond.IsReady(live):
+	if nodecond.IsReady(live) {
 		return &errNotProvenLive{why: fmt.Sprintf("node %s is Ready again", n.Name)}
 	}
 	return nil

@@ -80,7 +80,7 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 			fmt.Sprintf("Node deleted; force-deleting its %d pods and its attachments; %s", st.AffectedPods, res.Message()))
 	}
 	p := &plan{Marks: contract.NodeMarks{Action: v1alpha1.RecoveryMethodForceDelete}}
-	after, err := r.forceDelete(ctx, v, gone, p)
+	after, err := r.forceDelete(ctx, v, gone, p, false)
 	if err != nil {
 		return nil, 0, err
 	}

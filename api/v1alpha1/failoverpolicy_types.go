@@ -342,23 +342,27 @@ type MemberStatus struct {
 }
 
 // RecoveryPhase is the stage of one node's recovery.
-// +kubebuilder:validation:Enum=Lost;Blocked;Fenced;Recovering;Recovered;Suspended
+// +kubebuilder:validation:Enum=Lost;Blocked;Fenced;Acting;Recovering;Recovered;Suspended;Finished
 type RecoveryPhase string
 
 // Recovery phases.
 const (
-	RecoveryPhaseLost       RecoveryPhase = "Lost"
-	RecoveryPhaseBlocked    RecoveryPhase = "Blocked"
-	RecoveryPhaseFenced     RecoveryPhase = "Fenced"
+	RecoveryPhaseLost    RecoveryPhase = "Lost"
+	RecoveryPhaseBlocked RecoveryPhase = "Blocked"
+	RecoveryPhaseFenced  RecoveryPhase = "Fenced"
+	// RecoveryPhaseActing: the intent is recorded; the action is under way.
+	RecoveryPhaseActing     RecoveryPhase = "Acting"
 	RecoveryPhaseRecovering RecoveryPhase = "Recovering"
 	RecoveryPhaseRecovered  RecoveryPhase = "Recovered"
 	RecoveryPhaseSuspended  RecoveryPhase = "Suspended"
+	// RecoveryPhaseFinished: a NodeRecovery record that is closed.
+	RecoveryPhaseFinished RecoveryPhase = "Finished"
 )
 
-// RecoveryPhases lists every RecoveryPhase (the enum above), e.g. for
-// metrics that keep a series per phase.
+// RecoveryPhases lists every phase of a recovery still going on (all but
+// Finished), e.g. for metrics that keep a series per phase.
 var RecoveryPhases = []RecoveryPhase{RecoveryPhaseLost, RecoveryPhaseBlocked, RecoveryPhaseFenced,
-	RecoveryPhaseRecovering, RecoveryPhaseRecovered, RecoveryPhaseSuspended}
+	RecoveryPhaseActing, RecoveryPhaseRecovering, RecoveryPhaseRecovered, RecoveryPhaseSuspended}
 
 // NodeRecoveryStatus is the state of one lost node.
 type NodeRecoveryStatus struct {

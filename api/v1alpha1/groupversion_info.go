@@ -22,7 +22,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{})
+	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{}, &NodeRecovery{}, &NodeRecoveryList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -98,20 +98,26 @@ func (d *demo) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	crd, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "failover.fedfailover.io_failoverpolicies.yaml"))
-	if err != nil {
-		return err
+	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		return fmt.Errorf("no CRDs in config/crd/bases (%v)", err)
 	}
-	d.say("installing the FailoverPolicy CRD on the host (config/crd/bases)")
-	if err := d.lab.ApplyYAML(ctx, lab.HostName, string(crd)); err != nil {
-		return err
+	d.say("installing the FailoverPolicy and NodeRecovery CRDs on the host (config/crd/bases)")
+	for _, f := range crds {
+		crd, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := d.lab.ApplyYAML(ctx, lab.HostName, string(crd)); err != nil {
+			return err
+		}
 	}
 	host, err := d.client(lab.HostName)
 	if err != nil {
 		return err
 	}
 	if err := until(ctx, 30*time.Second, "CRD served", func(ctx context.Context) (bool, error) {
-		return host.List(ctx, &v1alpha1.FailoverPolicyList{}) == nil, nil
+		return host.List(ctx, &v1alpha1.FailoverPolicyList{}) == nil && host.List(ctx, &v1alpha1.NodeRecoveryList{}) == nil, nil
 	}); err != nil {
 		return err
 	}

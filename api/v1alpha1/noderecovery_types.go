@@ -1,0 +1,159 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeRecoveryRecordSpec identifies the node and the loss a NodeRecovery is
+// about. It is set when the record is created and never changes: a Node
+// re-created under the same name, or a new loss of the same node, gets a
+// new record.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+type NodeRecoveryRecordSpec struct {
+	// Cluster is the member cluster (its KubeFedCluster name).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+	// Node is the member Node name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// NodeUID is the UID of the Node this record is about.
+	// +kubebuilder:validation:MaxLength=128
+	NodeUID string `json:"nodeUID"`
+	// ProviderID is the Node's spec.providerID when the loss was seen.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
+	// Machine is the Cluster API Machine of the node when the loss was seen.
+	// +optional
+	Machine *MachineReference `json:"machine,omitempty"`
+	// Policy is the FailoverPolicy that governed the member's node recovery
+	// when the loss was seen.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Policy string `json:"policy,omitempty"`
+	// LostSince is the Node's Ready lastTransitionTime when the loss was
+	// first seen, as the member reported it (the member's clock: shown, never
+	// compared with the host's clock).
+	// +optional
+	LostSince *metav1.Time `json:"lostSince,omitempty"`
+}
+
+// MachineReference names a Cluster API Machine in the host cluster.
+type MachineReference struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// +optional
+	UID string `json:"uid,omitempty"`
+}
+
+// NodeRecoveryRecordStatus is what fedfailover decided and did, in order:
+// the intent (method, evidence, whether an out-of-service taint was already
+// there) is written before any destructive write, the result after it. A
+// restart resumes from it, but nothing here authorizes a destructive write:
+// each one needs a fencing verdict computed from live reads in the same pass.
+type NodeRecoveryRecordStatus struct {
+	// Phase of the recovery.
+	// +optional
+	Phase RecoveryPhase `json:"phase,omitempty"`
+	// Message explains the phase, e.g. which evidence is missing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// ObservedAt is when fedfailover first saw this loss (the host's clock).
+	// notReadyFor and assumeFencedAfter are measured from it.
+	// +optional
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+	// LastHeartbeat is the Ready condition's lastHeartbeatTime when the loss
+	// was seen (the member's clock). A later heartbeat means the node's
+	// kubelet ran again: the loss is over, whatever the Ready status says.
+	// +optional
+	LastHeartbeat *metav1.Time `json:"lastHeartbeat,omitempty"`
+	// Evidence names the fencing evidence of the action.
+	// +optional
+	Evidence string `json:"evidence,omitempty"`
+	// Method is the recovery method chosen.
+	// +optional
+	Method RecoveryMethod `json:"method,omitempty"`
+	// TaintPreexisting is true when the node already had an out-of-service
+	// taint before fedfailover acted: that taint is never removed by it.
+	// +optional
+	TaintPreexisting bool `json:"taintPreexisting,omitempty"`
+	// Claims lists the namespace/claim of the in-scope pods on the node when
+	// it was fenced: the replacements tracked.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1024
+	Claims []string `json:"claims,omitempty"`
+	// IntentAt is when the intent was recorded, before the action.
+	// +optional
+	IntentAt *metav1.Time `json:"intentAt,omitempty"`
+	// ActedAt is when the action (taint or first force deletion) was done.
+	// +optional
+	ActedAt *metav1.Time `json:"actedAt,omitempty"`
+	// RecoveredAt is when every tracked claim ran elsewhere again.
+	// +optional
+	RecoveredAt *metav1.Time `json:"recoveredAt,omitempty"`
+	// FinishedAt is when the record was closed; finished records are kept
+	// for the retention period.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// FinishReason says why the record was closed.
+	// +optional
+	FinishReason string `json:"finishReason,omitempty"`
+	// DryRun is true when the policy was in dry run: the action was only
+	// decided and reported.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+	// Migrated is true for a record made from the node annotations of an
+	// older fedfailover. Such a record never makes fedfailover remove a
+	// taint: whether the taint was ours cannot be proven.
+	// +optional
+	Migrated bool `json:"migrated,omitempty"`
+}
+
+// NodeRecovery is fedfailover's record of one loss of one member node: what
+// it saw, the evidence, the action and its result. Only fedfailover writes
+// it; it lives on the host, where member-level writers cannot forge it.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=nrec,categories=fedfailover
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.node`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Method",type=string,JSONPath=`.status.method`
+// +kubebuilder:printcolumn:name="Evidence",type=string,JSONPath=`.status.evidence`
+// +kubebuilder:printcolumn:name="Acted",type=date,JSONPath=`.status.actedAt`
+// +kubebuilder:printcolumn:name="Recovered",type=date,JSONPath=`.status.recoveredAt`
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.status.dryRun`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeRecovery struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   NodeRecoveryRecordSpec   `json:"spec"`
+	Status NodeRecoveryRecordStatus `json:"status,omitempty"`
+}
+
+// NodeRecoveryList is a list of NodeRecovery.
+// +kubebuilder:object:root=true
+type NodeRecoveryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeRecovery `json:"items"`
+}
+
+// Finish reasons of a NodeRecovery.
+const (
+	// FinishNodeReturned: the node is Ready again (and fedfailover's taint,
+	// if any, is removed).
+	FinishNodeReturned = "NodeReturned"
+	// FinishNodeDeleted: the Node object is gone and the recovery is over.
+	FinishNodeDeleted = "NodeDeleted"
+	// FinishNodeReplaced: a Node with the same name but another UID exists.
+	FinishNodeReplaced = "NodeReplaced"
+	// FinishKubeletBack: the node's kubelet posted a newer heartbeat: it ran
+	// again since the loss was seen, so this loss is over.
+	FinishKubeletBack = "KubeletBack"
+)

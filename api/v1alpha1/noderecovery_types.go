@@ -62,14 +62,22 @@ type NodeRecoveryRecordStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
 	// ObservedAt is when fedfailover first saw this loss (the host's clock).
-	// notReadyFor and assumeFencedAfter are measured from it.
+	// notReadyFor is measured from it.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
-	// LastHeartbeat is the Ready condition's lastHeartbeatTime when the loss
-	// was seen (the member's clock). A later heartbeat means the node's
-	// kubelet ran again: the loss is over, whatever the Ready status says.
+	// ReadyStatus and ReadySince are the Node's Ready condition (status and
+	// lastTransitionTime, the member's clock) as last seen during this loss.
+	// They are compared only with later Ready conditions of the same Node,
+	// for equality: a False to Unknown flip (the kubelet stopped) continues
+	// the loss; any other new transition means the node ran again in between.
 	// +optional
-	LastHeartbeat *metav1.Time `json:"lastHeartbeat,omitempty"`
+	ReadyStatus string `json:"readyStatus,omitempty"`
+	// +optional
+	ReadySince *metav1.Time `json:"readySince,omitempty"`
+	// ReadyObservedAt is when fedfailover first saw that Ready condition (the
+	// host's clock). assumeFencedAfter is measured from it.
+	// +optional
+	ReadyObservedAt *metav1.Time `json:"readyObservedAt,omitempty"`
 	// Evidence names the fencing evidence of the action.
 	// +optional
 	Evidence string `json:"evidence,omitempty"`
@@ -153,7 +161,7 @@ const (
 	FinishNodeDeleted = "NodeDeleted"
 	// FinishNodeReplaced: a Node with the same name but another UID exists.
 	FinishNodeReplaced = "NodeReplaced"
-	// FinishKubeletBack: the node's kubelet posted a newer heartbeat: it ran
-	// again since the loss was seen, so this loss is over.
+	// FinishKubeletBack: the node's Ready condition changed in a way only a
+	// running kubelet causes: the node ran again since the loss was seen.
 	FinishKubeletBack = "KubeletBack"
 )

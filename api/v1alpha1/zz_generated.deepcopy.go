@@ -357,8 +357,12 @@ func (in *NodeRecoveryRecordStatus) DeepCopyInto(out *NodeRecoveryRecordStatus) 
 		in, out := &in.ObservedAt, &out.ObservedAt
 		*out = (*in).DeepCopy()
 	}
-	if in.LastHeartbeat != nil {
-		in, out := &in.LastHeartbeat, &out.LastHeartbeat
+	if in.ReadySince != nil {
+		in, out := &in.ReadySince, &out.ReadySince
+		*out = (*in).DeepCopy()
+	}
+	if in.ReadyObservedAt != nil {
+		in, out := &in.ReadyObservedAt, &out.ReadyObservedAt
 		*out = (*in).DeepCopy()
 	}
 	if in.Claims != nil {

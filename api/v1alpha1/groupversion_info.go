@@ -22,7 +22,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{}, &NodeRecovery{}, &NodeRecoveryList{})
+	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{}, &NodeRecovery{}, &NodeRecoveryList{}, &RecoveryGuard{}, &RecoveryGuardList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

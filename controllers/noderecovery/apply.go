@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -64,7 +62,10 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 	switch {
 	case p.Step == stepCleanup:
 		return r.cleanup(ctx, v, n, p)
-	case p.Marks.Acted():
+	case p.Rec.Acted():
+		if p.Rec.ActedAt.IsZero() && (p.Step == stepTaint || p.Step == stepForceDelete) {
+			return r.act(ctx, v, n, p)
+		}
 		if p.Step == stepForceDelete {
 			after, err := r.forceDelete(ctx, v, n, p, false)
 			if err != nil || after > 0 {
@@ -101,40 +102,59 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 	return 0, nil
 }
 
-// act records the action marks and, for the taint method, the taint itself
-// in one optimistic-locked patch: if the node changed since we read it (it
-// may have become Ready), the patch fails and the next pass decides again.
+// act records the intent, then acts, then records the action: a restart
+// between any two steps finds the intent and (with a fencing verdict
+// computed again) completes the action, or drops it. The taint patch is
+// optimistic-locked on the Node just read live.
 func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
-	if err := r.confirmFenced(ctx, v, n.Name, n); err != nil {
+	live, err := r.confirmFenced(ctx, v, n.Name, n, p.sighting)
+	if err != nil {
 		return r.notProven(ctx, v, n, p, err)
 	}
-	now := r.now()
-	upd := n.DeepCopy()
-	if upd.Annotations == nil {
-		upd.Annotations = map[string]string{}
+	rec := p.record
+	if rec == nil {
+		return 0, fmt.Errorf("no NodeRecovery record for node %s", n.Name)
 	}
-	maps.Copy(upd.Annotations, actionAnnotations(p.LostSince, now, p.Verdict.Reason, p.Method, claimsOf(inScope(v, n.Name))))
-	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+	if !p.Rec.Acted() {
+		// Whether an out-of-service taint is there before us decides, for
+		// good, whether fedfailover may ever remove it.
+		now, claims := r.now(), claimsOf(inScope(v, n.Name))
+		if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
+			st.Phase, st.Method, st.Evidence, st.Claims = v1alpha1.RecoveryPhaseActing, p.Method, p.Verdict.Reason, claims
+			st.TaintPreexisting, st.IntentAt = hasOutOfServiceTaint(live.Spec.Taints), metaTimePtr(now)
+		}); err != nil {
+			return 0, fmt.Errorf("recording the intent: %w", err)
+		}
+		p.Rec = recordedOf(rec)
+	}
+	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint && !hasOutOfServiceTaint(live.Spec.Taints) {
+		upd := live.DeepCopy()
 		upd.Spec.Taints = withTaint(upd.Spec.Taints)
+		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("applying the out-of-service taint: %w", err)
+		}
 	}
-	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-		return 0, fmt.Errorf("marking node for %s: %w", p.Method, err)
+	now := r.now()
+	if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
+		st.Phase, st.ActedAt = v1alpha1.RecoveryPhaseRecovering, metaTimePtr(now)
+	}); err != nil {
+		return 0, fmt.Errorf("recording the action: %w", err)
 	}
-	p.Marks = readMarks(upd)
+	p.Rec = recordedOf(rec)
 	p.Phase = v1alpha1.RecoveryPhaseRecovering
 	reason := ReasonOutOfServiceTainted
 	if p.Method == v1alpha1.RecoveryMethodForceDelete {
 		reason = ReasonForceDeleteStarted
 	}
 	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method),
-		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Marks.Claims), p.Verdict.Message()))
+		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Verdict.Message()))
 	return r.forceDelete(ctx, v, n, p, true)
 }
 
 // forceDelete deletes the node's in-scope pods with grace period 0 and, for
 // the ForceDelete method, once they are gone, the node's VolumeAttachments
 // that no remaining pod uses. Idempotent: every pass deletes what is still
-// there. Safe only because the node is fenced (the marks say so).
+// there. Safe only because the node is proven fenced in this pass.
 // proven says the caller confirmed the fence live in this pass already
 // (act, right before its taint patch): no second re-read.
 func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan, proven bool) (time.Duration, error) {
@@ -145,7 +165,7 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		if n.UID != "" {
 			cached = n
 		}
-		if err := r.confirmFenced(ctx, v, n.Name, cached); err != nil {
+		if _, err := r.confirmFenced(ctx, v, n.Name, cached, p.sighting); err != nil {
 			return r.notProven(ctx, v, n, p, err)
 		}
 	}
@@ -170,7 +190,7 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		p.Message = "waiting for " + describeHeld(held)
 		after = finalizerRecheck
 	}
-	if p.Marks.Action != v1alpha1.RecoveryMethodForceDelete {
+	if p.Rec.Action != v1alpha1.RecoveryMethodForceDelete {
 		// With the taint, the attach-detach controller detaches at once.
 		return after, nil
 	}
@@ -241,10 +261,10 @@ func claimVolume(ctx context.Context, c client.Reader, claim string) (string, er
 // track checks the replacements of a node acted on and records, once, that
 // they run elsewhere.
 func (r *Reconciler) track(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
-	if !p.Marks.RecoveredAt.IsZero() {
+	if !p.Rec.Recovered.IsZero() || p.record == nil {
 		return nil
 	}
-	done, why, err := r.replaced(ctx, v, n, p.Marks)
+	done, why, err := r.replaced(ctx, v, n, p.Rec)
 	if err != nil {
 		return err
 	}
@@ -253,22 +273,22 @@ func (r *Reconciler) track(ctx context.Context, v *memberView, n *corev1.Node, p
 		return nil
 	}
 	now := r.now()
-	upd := n.DeepCopy()
-	maps.Copy(upd.Annotations, contract.NodeMarks{RecoveredAt: now}.Annotations())
-	if err := v.client.Patch(ctx, upd, client.MergeFrom(n)); err != nil {
-		return fmt.Errorf("marking node recovered: %w", err)
+	if err := r.updateRecord(ctx, p.record, func(st *v1alpha1.NodeRecoveryRecordStatus) {
+		st.Phase, st.RecoveredAt = v1alpha1.RecoveryPhaseRecovered, metaTimePtr(now)
+	}); err != nil {
+		return fmt.Errorf("recording the recovery: %w", err)
 	}
-	method := string(p.Marks.Action)
+	method := string(p.Rec.Action)
 	metrics.NodeRecoveries.WithLabelValues(v.cluster, method, metrics.NodeRecoveryResultSucceeded).Inc()
-	if !p.Marks.LostSince.IsZero() {
-		metrics.NodeRecoverySeconds.WithLabelValues(v.cluster, metrics.RecoveryFromLost).Observe(now.Sub(p.Marks.LostSince).Seconds())
+	if !p.Rec.LossAt.IsZero() {
+		metrics.NodeRecoverySeconds.WithLabelValues(v.cluster, metrics.RecoveryFromLost).Observe(now.Sub(p.Rec.LossAt).Seconds())
 	}
-	if !p.Marks.FencedAt.IsZero() {
-		metrics.NodeRecoverySeconds.WithLabelValues(v.cluster, metrics.RecoveryFromFenced).Observe(now.Sub(p.Marks.FencedAt).Seconds())
+	if !p.Rec.ActedAt.IsZero() {
+		metrics.NodeRecoverySeconds.WithLabelValues(v.cluster, metrics.RecoveryFromFenced).Observe(now.Sub(p.Rec.ActedAt).Seconds())
 	}
-	p.Marks.RecoveredAt = now
+	p.Rec.Recovered = now
 	p.Phase = v1alpha1.RecoveryPhaseRecovered
-	p.Message = fmt.Sprintf("%d claims run on other nodes, %s after fencing", len(p.Marks.Claims), now.Sub(p.Marks.FencedAt).Round(100*time.Millisecond))
+	p.Message = fmt.Sprintf("%d claims run on other nodes, %s after fencing", len(p.Rec.Claims), now.Sub(p.Rec.ActedAt).Round(100*time.Millisecond))
 	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonRecovered, "Recover", p.Message)
 	return nil
 }
@@ -276,7 +296,7 @@ func (r *Reconciler) track(ctx context.Context, v *memberView, n *corev1.Node, p
 // replaced is true when every tracked claim is used by a Ready pod on another
 // node and its volume is attached there and nowhere else; with no claims,
 // when no in-scope pod is left on the node.
-func (r *Reconciler) replaced(ctx context.Context, v *memberView, n *corev1.Node, m contract.NodeMarks) (bool, string, error) {
+func (r *Reconciler) replaced(ctx context.Context, v *memberView, n *corev1.Node, m recorded) (bool, string, error) {
 	if len(m.Claims) == 0 {
 		if left := len(slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)); left > 0 {
 			return false, fmt.Sprintf("%d pods still on the node", left), nil
@@ -323,43 +343,46 @@ func podReady(p *corev1.Pod) bool {
 	})
 }
 
-// cleanup removes our marks, and our taint if we added it, from a node that
-// is Ready again or whose marks belong to an earlier loss. Done even in dry run: a taint must never be left behind.
+// cleanup closes the record of a node that is Ready again (or ran again
+// since the loss), first removing the out-of-service taint if, and only if,
+// fedfailover added it (the record says so; nothing on the member does).
 func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
-	if p.Marks.TaintedByUs && nodecond.IsReady(n) {
+	ours := p.Rec.OwnsTaint && len(withoutTaint(n.Spec.Taints)) != len(n.Spec.Taints)
+	msg := p.Message
+	if ours {
 		// The KEP's advice: remove the taint only once the volumes released
 		// through it are detached from the node, else a pod of the returning
 		// node could start on a volume another node now writes.
-		pv, err := r.trackedAttachment(ctx, v, n.Name, p.Marks.Claims)
+		pv, err := r.trackedAttachment(ctx, v, n.Name, p.Rec.Claims)
 		if err != nil {
 			return 0, err
 		}
 		if pv != "" {
 			p.Phase = v1alpha1.RecoveryPhaseRecovering
-			p.Message = fmt.Sprintf("node is Ready again; the out-of-service taint stays while volume %s of a tracked claim is still attached to it", pv)
+			p.Message = fmt.Sprintf("%s; the out-of-service taint stays while volume %s of a tracked claim is still attached to the node", p.Message, pv)
 			return taintRemovalRecheck, nil
 		}
-	}
-	upd := n.DeepCopy()
-	for _, k := range contract.NodeMarkKeys() {
-		delete(upd.Annotations, k)
-	}
-	removed := false
-	if p.Marks.TaintedByUs {
+		upd := n.DeepCopy()
 		upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
-		removed = len(upd.Spec.Taints) != len(n.Spec.Taints)
+		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("removing the out-of-service taint: %w", err)
+		}
+		msg += "; out-of-service taint added by fedfailover removed"
+	} else if p.Rec.Acted() && hasOutOfServiceTaint(n.Spec.Taints) {
+		msg += "; the out-of-service taint stays: fedfailover did not add it (or cannot prove it did), so only its owner removes it"
 	}
-	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-		return 0, fmt.Errorf("removing marks from Ready node: %w", err)
+	if p.record != nil {
+		if err := r.finishRecord(ctx, p.record, p.Finish, msg); err != nil {
+			return 0, err
+		}
 	}
-	if p.Marks.Acted() && p.Marks.RecoveredAt.IsZero() {
-		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Marks.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
+	p.Phase, p.Step = "", stepNone
+	if p.Rec.Acted() && p.Rec.Recovered.IsZero() {
+		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Rec.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
 	}
-	msg := p.Message + "; recovery marks removed"
-	if removed {
-		msg = p.Message + "; out-of-service taint added by fedfailover removed"
+	if p.Rec.Acted() {
+		r.report(ctx, v, n, corev1.EventTypeNormal, ReasonNodeReturned, "Cleanup", msg)
 	}
-	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonNodeReturned, "Cleanup", msg)
 	return 0, nil
 }
 

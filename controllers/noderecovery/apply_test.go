@@ -102,7 +102,11 @@ func newRecoveryWorld(t *testing.T, spec *v1alpha1.NodeRecoverySpec, dryRun bool
 		machine.UID = "uid-machine-" + types.UID(machine.Name)
 		hostObjs = append(hostObjs, machine.DeepCopy())
 	}
-	host := fake.NewClientBuilder().WithScheme(hs).WithObjects(hostObjs...).WithStatusSubresource(pol).Build()
+	host := fake.NewClientBuilder().WithScheme(hs).WithObjects(hostObjs...).
+		WithStatusSubresource(pol, &v1alpha1.NodeRecovery{}, &v1alpha1.RecoveryGuard{}).
+		WithIndex(&v1alpha1.NodeRecovery{}, indexRecordCluster, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.NodeRecovery).Spec.Cluster}
+		}).Build()
 	mc := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(memberObjs...).Build()
 	w := &recoveryWorld{t: t, host: host, member: mc, now: t0}
 	fm := &fakeMembers{name: "member1", client: mc, host: host}
@@ -110,7 +114,7 @@ func newRecoveryWorld(t *testing.T, spec *v1alpha1.NodeRecoverySpec, dryRun bool
 		fm.machines = map[string]*clusterv1.Machine{machine.Status.NodeRef.Name: machine}
 	}
 	w.r = &Reconciler{host: host, apiReader: host, members: fm, recorder: events.NewFakeRecorder(1000),
-		store: newStore(), opts: Options{}.withDefaults(), capi: true, now: func() time.Time { return w.now }}
+		store: newStore(), sightings: newSightings(), opts: Options{}.withDefaults(), capi: true, now: func() time.Time { return w.now }}
 	return w
 }
 
@@ -122,6 +126,37 @@ func (w *recoveryWorld) pass() ctrl.Result {
 		w.t.Fatalf("Reconcile: %v", err)
 	}
 	return res
+}
+
+// passLost runs the pass that first sees the lost nodes, then, notReadyFor
+// later on the host's clock, the pass that finds them lost.
+func (w *recoveryWorld) passLost() ctrl.Result {
+	w.t.Helper()
+	w.pass()
+	w.now = w.now.Add(11 * time.Second)
+	return w.pass()
+}
+
+// record returns the newest NodeRecovery record of a node (nil if none).
+func (w *recoveryWorld) record(node string) *v1alpha1.NodeRecovery {
+	w.t.Helper()
+	var list v1alpha1.NodeRecoveryList
+	if err := w.host.List(context.Background(), &list); err != nil {
+		w.t.Fatal(err)
+	}
+	var out *v1alpha1.NodeRecovery
+	for i := range list.Items {
+		if r := &list.Items[i]; r.Spec.Node == node && (out == nil || r.Status.Phase != v1alpha1.RecoveryPhaseFinished) {
+			out = r
+		}
+	}
+	return out
+}
+
+// finished: the node's record is closed (or there is none).
+func (w *recoveryWorld) finished(node string) bool {
+	rec := w.record(node)
+	return rec == nil || rec.Status.Phase == v1alpha1.RecoveryPhaseFinished
 }
 
 func (w *recoveryWorld) node(name string) *corev1.Node {
@@ -182,7 +217,7 @@ func attachment(name, pv, nodeName string, attached bool) *storagev1.VolumeAttac
 		Status: storagev1.VolumeAttachmentStatus{Attached: attached}}
 }
 
-func hasOutOfServiceTaint(n *corev1.Node) bool {
+func nodeHasOOSTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t == OutOfServiceTaint {
 			return true
@@ -205,14 +240,19 @@ func TestTaintMethodRecoversAndCleansUp(t *testing.T) {
 		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
 	ctx := context.Background()
 
-	w.pass()
+	w.passLost()
 	n1 := w.node("n1")
-	if !hasOutOfServiceTaint(n1) {
+	if !nodeHasOOSTaint(n1) {
 		t.Fatalf("n1 taints = %v, want the out-of-service taint", n1.Spec.Taints)
 	}
-	m := readMarks(n1)
-	if m.Action != v1alpha1.RecoveryMethodOutOfServiceTaint || !m.TaintedByUs || len(m.Claims) != 1 || m.Claims[0] != "default/data-db-0" {
-		t.Fatalf("marks = %+v, want OutOfServiceTaint by us tracking default/data-db-0", m)
+	if len(n1.Annotations) != 0 {
+		t.Fatalf("node annotations %v: fedfailover keeps nothing on member Nodes", n1.Annotations)
+	}
+	rec := w.record("n1")
+	if rec == nil || rec.Status.Method != v1alpha1.RecoveryMethodOutOfServiceTaint || !recordedOf(rec).OwnsTaint ||
+		rec.Status.IntentAt == nil || rec.Status.ActedAt == nil || len(rec.Status.Claims) != 1 || rec.Status.Claims[0] != "default/data-db-0" ||
+		rec.Spec.NodeUID != "uid-n1" || rec.Spec.Machine == nil || rec.Spec.Machine.UID == "" {
+		t.Fatalf("record = %+v, want OutOfServiceTaint added by us, tracking default/data-db-0, with identities", rec)
 	}
 	if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
 		t.Fatal("pod db-0 of the fenced node was not force-deleted")
@@ -230,7 +270,7 @@ func TestTaintMethodRecoversAndCleansUp(t *testing.T) {
 	}
 	w.now = w.now.Add(5 * time.Second)
 	w.pass()
-	if m := readMarks(w.node("n1")); !m.RecoveredAt.IsZero() {
+	if rec := w.record("n1"); rec.Status.RecoveredAt != nil {
 		t.Fatal("recovered while the volume is still attached to the fenced node")
 	}
 	// Detached from n1, attached to n2: recovered.
@@ -241,14 +281,14 @@ func TestTaintMethodRecoversAndCleansUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.pass()
-	if m := readMarks(w.node("n1")); m.RecoveredAt.IsZero() {
-		t.Fatalf("not marked recovered; recoveries %+v", w.recoveries())
+	if rec := w.record("n1"); rec.Status.RecoveredAt == nil || rec.Status.Phase != v1alpha1.RecoveryPhaseRecovered {
+		t.Fatalf("not recorded recovered; recoveries %+v", w.recoveries())
 	}
 	if rec := w.recoveries(); len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseRecovered {
 		t.Fatalf("recoveries = %+v, want one Recovered", rec)
 	}
 
-	// The node comes back: our taint and every mark go.
+	// The node comes back: our taint goes and the record is closed.
 	n1 = w.node("n1")
 	n1.Status.Conditions[0].Status, n1.Status.Conditions[0].LastTransitionTime = corev1.ConditionTrue, metav1.NewTime(w.now)
 	if err := w.member.Status().Update(ctx, n1); err != nil {
@@ -256,8 +296,8 @@ func TestTaintMethodRecoversAndCleansUp(t *testing.T) {
 	}
 	w.pass()
 	n1 = w.node("n1")
-	if hasOutOfServiceTaint(n1) || contract.HasNodeMarks(n1.Annotations) {
-		t.Fatalf("after return: taints %v annotations %v, want neither ours", n1.Spec.Taints, n1.Annotations)
+	if rec := w.record("n1"); nodeHasOOSTaint(n1) || rec.Status.Phase != v1alpha1.RecoveryPhaseFinished || rec.Status.FinishReason != v1alpha1.FinishNodeReturned {
+		t.Fatalf("after return: taints %v record %+v, want no taint and the record finished", n1.Spec.Taints, rec.Status)
 	}
 }
 
@@ -276,8 +316,8 @@ func TestForceDeleteMethodDeletesPodsThenAttachments(t *testing.T) {
 		keepPod, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-other", Namespace: "kube-system"},
 			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-other"}}, attachment("va-other", "pv-other", "n1", true))
 
-	res := w.pass()
-	if hasOutOfServiceTaint(w.node("n1")) {
+	res := w.passLost()
+	if nodeHasOOSTaint(w.node("n1")) {
 		t.Fatal("ForceDelete method tainted the node")
 	}
 	if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
@@ -306,7 +346,7 @@ func TestNoEvidenceNoWrite(t *testing.T) {
 		lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
 		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
 	before := w.node("n1").ResourceVersion
-	w.pass()
+	w.passLost()
 	if rv := w.node("n1").ResourceVersion; rv != before {
 		t.Fatalf("node written without evidence (resourceVersion %s → %s)", before, rv)
 	}
@@ -326,7 +366,7 @@ func TestDryRunChangesNothingInTheMember(t *testing.T) {
 		lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
 		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
 	before := w.node("n1").ResourceVersion
-	w.pass()
+	w.passLost()
 	w.pass()
 	if rv := w.node("n1").ResourceVersion; rv != before {
 		t.Fatalf("dry run wrote the node (resourceVersion %s → %s)", before, rv)
@@ -403,9 +443,12 @@ func TestForgedMarksDeleteNothing(t *testing.T) {
 	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), false, livingMachine(),
 		forged, readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true),
 		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
-	for range 3 {
+	for range 4 {
 		w.pass()
-		w.now = w.now.Add(time.Second)
+		w.now = w.now.Add(6 * time.Second)
+	}
+	if n := w.node("n1"); contract.HasNodeMarks(n.Annotations) {
+		t.Fatalf("forged annotations %v left on the node", n.Annotations)
 	}
 	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
 		t.Fatal("forged marks got the pod of a live node force-deleted")
@@ -430,9 +473,9 @@ func TestLiveRecheckStopsStaleDecisions(t *testing.T) {
 	}
 	check := func(t *testing.T, w *recoveryWorld) {
 		t.Helper()
-		w.pass()
-		if hasOutOfServiceTaint(w.node("n1")) || contract.HasNodeMarks(w.node("n1").Annotations) {
-			t.Fatal("node tainted or marked on a stale cache")
+		w.passLost()
+		if rec := w.record("n1"); nodeHasOOSTaint(w.node("n1")) || rec == nil || rec.Status.IntentAt != nil {
+			t.Fatal("node tainted, or an intent recorded, on a stale cache")
 		}
 		if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
 			t.Fatal("pod force-deleted on a stale cache")
@@ -490,7 +533,7 @@ func TestPausedPolicyWritesNothingToTheMember(t *testing.T) {
 	}
 	setPaused(true)
 	before := w.node("n1").ResourceVersion
-	w.pass()
+	w.passLost()
 	if rv := w.node("n1").ResourceVersion; rv != before {
 		t.Fatalf("paused policy wrote the node (resourceVersion %s → %s)", before, rv)
 	}
@@ -506,7 +549,7 @@ func TestPausedPolicyWritesNothingToTheMember(t *testing.T) {
 		t.Fatalf("recoveries = %+v, want one saying the policy is paused", rec)
 	}
 	setPaused(false)
-	w.pass()
+	w.passLost()
 	if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
 		t.Fatal("unpaused: the fenced node's pod was not force-deleted")
 	}
@@ -521,8 +564,8 @@ func TestNodeSelectorScope(t *testing.T) {
 		return []client.Object{cp, claimPod("db-0", "n1", "data-db-0", true), boundClaim("data-db-0", "pv-db-0")}
 	}
 	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(), objs()...)
-	w.pass()
-	if hasOutOfServiceTaint(w.node("n1")) || !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+	w.passLost()
+	if nodeHasOOSTaint(w.node("n1")) || !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
 		t.Fatal("default nodeSelector: a control-plane node was acted on")
 	}
 	all := policy(func(p *v1alpha1.NodeRecoverySpec) {
@@ -530,8 +573,8 @@ func TestNodeSelectorScope(t *testing.T) {
 		p.NodeSelector = &metav1.LabelSelector{}
 	})
 	w = newRecoveryWorld(t, all, false, deletedMachine(), objs()...)
-	w.pass()
-	if !hasOutOfServiceTaint(w.node("n1")) {
+	w.passLost()
+	if !nodeHasOOSTaint(w.node("n1")) {
 		t.Fatal("nodeSelector {}: the fenced control-plane node was not tainted")
 	}
 }
@@ -544,8 +587,8 @@ func TestTaintStaysWhileTrackedVolumeAttached(t *testing.T) {
 		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true),
 		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
 	ctx := context.Background()
-	w.pass()
-	if !hasOutOfServiceTaint(w.node("n1")) {
+	w.passLost()
+	if !nodeHasOOSTaint(w.node("n1")) {
 		t.Fatal("not tainted")
 	}
 	n1 := w.node("n1")
@@ -554,7 +597,7 @@ func TestTaintStaysWhileTrackedVolumeAttached(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := w.pass()
-	if !hasOutOfServiceTaint(w.node("n1")) {
+	if !nodeHasOOSTaint(w.node("n1")) {
 		t.Fatal("taint removed while the tracked volume is still attached to the node")
 	}
 	if rec := w.recoveries(); len(rec) != 1 || !strings.Contains(rec[0].Message, "pv-db-0") || res.RequeueAfter <= 0 {
@@ -564,8 +607,8 @@ func TestTaintStaysWhileTrackedVolumeAttached(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.pass()
-	if n := w.node("n1"); hasOutOfServiceTaint(n) || contract.HasNodeMarks(n.Annotations) {
-		t.Fatalf("after the detach: taints %v annotations %v, want neither ours", n.Spec.Taints, n.Annotations)
+	if n := w.node("n1"); nodeHasOOSTaint(n) || !w.finished("n1") {
+		t.Fatalf("after the detach: taints %v record %+v, want no taint and the record finished", n.Spec.Taints, w.record("n1").Status)
 	}
 }
 
@@ -580,7 +623,7 @@ func TestFinalizerHeldPodIsNotDeletedAgain(t *testing.T) {
 		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), held,
 		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
 	ctx := context.Background()
-	w.pass() // marks, then the grace-0 delete: the finalizer keeps the pod
+	w.passLost() // intent, action, then the grace-0 delete: the finalizer keeps the pod
 	pod := &corev1.Pod{}
 	if err := w.member.Get(ctx, client.ObjectKey{Namespace: "default", Name: "db-0"}, pod); err != nil || pod.DeletionTimestamp == nil {
 		t.Fatalf("pod after the force delete: %v (err %v), want deleting", pod.DeletionTimestamp, err)

@@ -12,12 +12,12 @@ import (
 // lost nodes by phase (a node Blocked for long needs a human) and the Ready
 // nodes that still carry our out-of-service taint (removing it is part of
 // every pass, so a lasting count means the removal keeps failing).
-func observeMember(cluster string, nodes []*corev1.Node, recs []v1alpha1.NodeRecoveryStatus) {
+func observeMember(cluster string, nodes []*corev1.Node, records map[string]*v1alpha1.NodeRecovery, recs []v1alpha1.NodeRecoveryStatus) {
 	counts := phaseCounts(recs)
 	for _, ph := range v1alpha1.RecoveryPhases {
 		metrics.LostNodes.WithLabelValues(cluster, string(ph)).Set(float64(counts[ph]))
 	}
-	metrics.OutOfServiceReadyNodes.WithLabelValues(cluster).Set(float64(readyWithOurTaint(nodes)))
+	metrics.OutOfServiceReadyNodes.WithLabelValues(cluster).Set(float64(readyWithOurTaint(nodes, records)))
 }
 
 func phaseCounts(recs []v1alpha1.NodeRecoveryStatus) map[v1alpha1.RecoveryPhase]int {
@@ -29,11 +29,13 @@ func phaseCounts(recs []v1alpha1.NodeRecoveryStatus) map[v1alpha1.RecoveryPhase]
 }
 
 // readyWithOurTaint counts Ready nodes with the exact taint fedfailover adds
-// and its mark saying it added it (a taint someone else put is theirs).
-func readyWithOurTaint(nodes []*corev1.Node) int {
+// whose record says it added it (a taint someone else put is theirs).
+func readyWithOurTaint(nodes []*corev1.Node, records map[string]*v1alpha1.NodeRecovery) int {
 	n := 0
 	for _, node := range nodes {
-		if nodecond.IsReady(node) && readMarks(node).TaintedByUs && len(withoutTaint(node.Spec.Taints)) != len(node.Spec.Taints) {
+		rec := records[node.Name]
+		if nodecond.IsReady(node) && rec != nil && rec.Spec.NodeUID == string(node.UID) && recordedOf(rec).OwnsTaint &&
+			len(withoutTaint(node.Spec.Taints)) != len(node.Spec.Taints) {
 			n++
 		}
 	}

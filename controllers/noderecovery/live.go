@@ -27,25 +27,37 @@ func (e *errNotProvenLive) Error() string { return "not proven fenced on a live 
 // destructive write. The caches can lag (the node may be Ready again, its
 // Machine replaced, the Node re-created under the same name), and the write
 // needs proof from now, for the same Node (UID) and the same Machine (UID,
-// nodeRef). cached is the Node the pass decided on; nil for a deleted Node.
-func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node) error {
+// nodeRef). cached is the Node the pass decided on (nil for a deleted Node),
+// s when its Ready condition was first seen; the live Node is returned.
+func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node, s sighting) (*corev1.Node, error) {
 	if v.policy == nil {
-		return &errNotProvenLive{why: "no policy governs the member"}
+		return nil, &errNotProvenLive{why: "no policy governs the member"}
 	}
 	live, err := r.liveNode(ctx, v, name, cached)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m, err := r.liveMachine(ctx, v.machines[name], name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res := fencing.Verdict(fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
-		LostSince: fencing.NotReadySince(live), Now: r.now()})
+		LostSince: liveConditionSeen(live, s, r.now()), Now: r.now()})
 	if !res.Fenced {
-		return &errNotProvenLive{why: res.Message()}
+		return nil, &errNotProvenLive{why: res.Message()}
 	}
-	return nil
+	return live, nil
+}
+
+// liveConditionSeen is when the live Node's Ready condition was first seen:
+// the sighting's time if it is the condition the pass decided on, else now
+// (a condition never seen before has lasted no time yet).
+func liveConditionSeen(live *corev1.Node, s sighting, now time.Time) time.Time {
+	c := nodecond.Ready(live)
+	if c == nil || c.Status != s.status || !c.LastTransitionTime.Time.Equal(s.since) || s.condAt.IsZero() {
+		return now
+	}
+	return s.condAt
 }
 
 // liveNode re-reads the Node from the member's API server; nil when it is

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 )
 
@@ -39,7 +38,7 @@ func orphanNodes(v *memberView) []string {
 }
 
 // reconcileOrphan handles a deleted Node whose pods or attachments remain.
-// Without a Node there is nothing to taint and nowhere to keep marks: with
+// Without a Node there is nothing to taint: with
 // fencing evidence from its Machine (infrastructure gone), its pods and
 // attachments are force-deleted, which is idempotent; without, Kubernetes'
 // pod GC and attach-detach controller are left to it.
@@ -79,7 +78,7 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 		r.report(ctx, v, gone, corev1.EventTypeNormal, ReasonForceDeleteStarted, string(v1alpha1.RecoveryMethodForceDelete),
 			fmt.Sprintf("Node deleted; force-deleting its %d pods and its attachments; %s", st.AffectedPods, res.Message()))
 	}
-	p := &plan{Marks: contract.NodeMarks{Action: v1alpha1.RecoveryMethodForceDelete}}
+	p := &plan{Rec: recorded{Action: v1alpha1.RecoveryMethodForceDelete}}
 	after, err := r.forceDelete(ctx, v, gone, p, false)
 	if err != nil {
 		return nil, 0, err

@@ -8,7 +8,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -18,7 +17,8 @@ type step string
 
 const (
 	stepNone step = ""
-	// stepTaint applies the out-of-service taint with the action marks.
+	// stepTaint records the intent, applies the out-of-service taint, then
+	// records the action.
 	stepTaint step = "Taint"
 	// stepForceDelete deletes the node's in-scope pods, then (ForceDelete
 	// method only) its VolumeAttachments; repeated until nothing is left.
@@ -26,7 +26,8 @@ const (
 	// stepDeleteMachine asks Cluster API to delete the Machine, to obtain
 	// fencing through infrastructure deletion.
 	stepDeleteMachine step = "DeleteMachine"
-	// stepCleanup removes our taint and marks from a node that is Ready again.
+	// stepCleanup removes our taint from a node that is Ready again (or ran
+	// again since the loss) once that is safe, and closes the record.
 	stepCleanup step = "Cleanup"
 	// stepTrack only watches the replacements of a node already acted on.
 	stepTrack step = "Track"
@@ -35,6 +36,11 @@ const (
 // planInput is everything the per-node decision depends on.
 type planInput struct {
 	Node *corev1.Node
+	// Record is the node's active NodeRecovery (same Node UID); nil when none.
+	Record *v1alpha1.NodeRecovery
+	// Sighting is when fedfailover first saw the loss and the current Ready
+	// condition (host clock); zero for a Ready node.
+	Sighting sighting
 	// Policy is the member's node recovery policy; nil when off.
 	Policy  *v1alpha1.NodeRecoverySpec
 	Machine *clusterv1.Machine
@@ -60,39 +66,47 @@ type plan struct {
 	Step      step
 	Method    v1alpha1.RecoveryMethod
 	Verdict   fencing.Result
+	// LostSince is when fedfailover first saw the loss (host clock).
 	LostSince time.Time
-	Marks     contract.NodeMarks
-	Message   string
+	Rec       recorded
+	// Finish is the record's finish reason for stepCleanup.
+	Finish   string
+	Message  string
+	sighting sighting
+	// record is the node's NodeRecovery, written by apply (nil: none yet).
+	record *v1alpha1.NodeRecovery
 	// RequeueAfter is when a time-based transition is due (0: none).
 	RequeueAfter time.Duration
 }
 
 // decide is the pure per-node state machine of node recovery.
 func decide(in planInput) plan {
-	p := plan{Marks: readMarks(in.Node)}
+	p := plan{Rec: recordedOf(in.Record), sighting: in.Sighting}
 	if nodecond.IsReady(in.Node) {
-		if contract.HasNodeMarks(in.Node.Annotations) {
-			p.Step, p.Message = stepCleanup, "node is Ready again"
+		if in.Record != nil {
+			p.Step, p.Finish, p.Message = stepCleanup, v1alpha1.FinishNodeReturned, "node is Ready again"
 		}
 		return p
 	}
-	if p.Marks.Acted() {
-		if staleMarks(in.Node, p.Marks) {
-			// The node went NotReady again after the recorded action, so it was
-			// back in between (seen while we were down): that fence proves
-			// nothing about this loss. Drop it; the next pass decides afresh.
-			p.Step, p.Message = stepCleanup, "recovery marks are from an earlier loss of this node"
-			return p
-		}
+	if in.Record != nil && !continuesRecord(in.Record, in.Node) {
+		// The node ran again since the record was written (seen or not): that
+		// loss is over, and so is any proof about it. Close it; the next pass
+		// decides afresh.
+		p.Step, p.Finish = stepCleanup, v1alpha1.FinishKubeletBack
+		p.Message = "the node's Ready condition changed in a way only a running kubelet causes: it ran again since this loss was recorded"
+		return p
+	}
+	if p.Rec.Acted() {
 		return decideActed(in, p)
 	}
-	if in.Policy == nil {
+	if in.Policy == nil || in.Sighting.lossAt.IsZero() {
 		return p
 	}
-	lost, since := fencing.Lost(in.Node, in.Policy.NotReadyFor.Get(), in.Now)
-	if !lost {
-		if !since.IsZero() {
-			p.RequeueAfter = since.Add(in.Policy.NotReadyFor.Get()).Sub(in.Now)
+	since := in.Sighting.lossAt
+	if lostAt := since.Add(in.Policy.NotReadyFor.Get()); in.Now.Before(lostAt) {
+		p.RequeueAfter = lostAt.Sub(in.Now)
+		if in.Record != nil {
+			p.Phase, p.Message = v1alpha1.RecoveryPhaseLost, "not Ready; waiting for notReadyFor"
 		}
 		return p
 	}
@@ -105,7 +119,7 @@ func decide(in planInput) plan {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseSuspended, in.Hold
 		return p
 	}
-	p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing, LostSince: since, Now: in.Now})
+	p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing, LostSince: in.Sighting.condAt, Now: in.Now})
 	if !p.Verdict.Fenced {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseBlocked, p.Verdict.Message()
 		if at := p.Verdict.AssumeFencedAt; !at.IsZero() && in.Now.Before(at) {
@@ -135,26 +149,34 @@ func decide(in planInput) plan {
 	return p
 }
 
-// decideActed continues a recovery whose action is already recorded on the
-// node. The marks say what was done; they never authorize more: anyone with
-// nodes/patch can write them, and they may be left from an earlier incident.
-// Every further force deletion needs a fencing verdict computed now.
+// decideActed continues a recovery whose intent is recorded. The record
+// says what was done; it never authorizes more: every further destructive
+// write needs a fencing verdict computed now.
 func decideActed(in planInput, p plan) plan {
-	p.Method, p.LostSince = p.Marks.Action, p.Marks.LostSince
+	p.Method, p.LostSince = p.Rec.Action, p.Rec.LossAt
 	p.Phase, p.Step = v1alpha1.RecoveryPhaseRecovering, stepTrack
-	p.Message = fmt.Sprintf("%s applied (fenced by %s); waiting for replacements", p.Marks.Action, p.Marks.FencedBy)
+	p.Message = fmt.Sprintf("%s applied (fenced by %s); waiting for replacements", p.Rec.Action, p.Rec.FencedBy)
 	switch {
-	case !p.Marks.RecoveredAt.IsZero():
+	case !p.Rec.Recovered.IsZero():
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseRecovered, "replacements run elsewhere; waiting for the node to be deleted or Ready again"
 	case in.Suspended:
 		p.Message += "; further force deletion suspended (storm)"
 	case in.Policy != nil:
 		p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing,
-			LostSince: fencing.NotReadySince(in.Node), Now: in.Now})
+			LostSince: in.Sighting.condAt, Now: in.Now})
 		if !p.Verdict.Fenced {
 			p.Phase = v1alpha1.RecoveryPhaseBlocked
-			p.Message = fmt.Sprintf("the node's marks record %s, but there is no fencing evidence now, so nothing more is deleted: %s",
-				p.Marks.Action, p.Verdict.Message())
+			p.Message = fmt.Sprintf("the record says %s was decided, but there is no fencing evidence now, so nothing more is done: %s",
+				p.Rec.Action, p.Verdict.Message())
+			return p
+		}
+		if p.Rec.ActedAt.IsZero() {
+			// The intent is recorded but not the action (a restart in
+			// between): do it again; both methods are idempotent.
+			p.Phase, p.Step = v1alpha1.RecoveryPhaseActing, stepTaint
+			if p.Method == v1alpha1.RecoveryMethodForceDelete {
+				p.Step = stepForceDelete
+			}
 			return p
 		}
 		// Both methods force-delete the in-scope pods of the fenced node: with
@@ -165,12 +187,13 @@ func decideActed(in planInput, p plan) plan {
 	return p
 }
 
-// staleMarks is true when the node's current NotReady spell began after the
-// recorded action: a fenced node cannot change its Ready condition, so it
-// must have come back in between. Condition times have second precision.
-func staleMarks(n *corev1.Node, m contract.NodeMarks) bool {
-	since := fencing.NotReadySince(n)
-	return !m.FencedAt.IsZero() && !since.IsZero() && since.After(m.FencedAt.Add(time.Second))
+// continuesRecord: the record is about this Node (same UID) and this loss
+// (nodecond.SameLoss against the Ready condition last recorded).
+func continuesRecord(rec *v1alpha1.NodeRecovery, n *corev1.Node) bool {
+	if rec.Spec.NodeUID != string(n.UID) || rec.Status.ReadySince == nil {
+		return false
+	}
+	return nodecond.SameLoss(corev1.ConditionStatus(rec.Status.ReadyStatus), rec.Status.ReadySince.Time, nodecond.Ready(n))
 }
 
 // canRequestMachineDeletion: only a Machine of this node, not being deleted

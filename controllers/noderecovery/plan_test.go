@@ -12,7 +12,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -49,10 +48,31 @@ func policy(mut ...func(*v1alpha1.NodeRecoverySpec)) *v1alpha1.NodeRecoverySpec 
 	return p
 }
 
+// seen is a sighting of n1's loss lasting since lossAt (host clock), with
+// the Ready condition the node helper makes.
+func seen(status corev1.ConditionStatus, since, lossAt time.Time) sighting {
+	return sighting{status: status, since: since, lossAt: lossAt, condAt: lossAt}
+}
+
+// actedRecord is the record of a recovery of n1 acted on with method.
+func actedRecord(method v1alpha1.RecoveryMethod, since time.Time, mut ...func(*v1alpha1.NodeRecoveryRecordStatus)) *v1alpha1.NodeRecovery {
+	at := metav1.NewTime(t0.Add(-30 * time.Second))
+	rs := metav1.NewTime(since)
+	rec := &v1alpha1.NodeRecovery{Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: "n1"},
+		Status: v1alpha1.NodeRecoveryRecordStatus{Phase: v1alpha1.RecoveryPhaseRecovering, Method: method, Evidence: "MachineInfrastructureDeleted",
+			IntentAt: &at, ActedAt: &at, ObservedAt: &at, ReadyStatus: string(corev1.ConditionUnknown), ReadySince: &rs}}
+	for _, m := range mut {
+		m(&rec.Status)
+	}
+	return rec
+}
+
 func TestDecide(t *testing.T) {
 	lostAt := t0.Add(-time.Minute)
-	acted := contract.NodeMarks{Action: v1alpha1.RecoveryMethodOutOfServiceTaint, TaintedByUs: true,
-		FencedBy: "MachineInfrastructureDeleted", LostSince: lostAt, FencedAt: t0}.Annotations()
+	unknown := func() *corev1.Node { return node(corev1.ConditionUnknown, lostAt, nil) }
+	long := seen(corev1.ConditionUnknown, lostAt, lostAt)
+	taint := actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, lostAt)
+	force := actedRecord(v1alpha1.RecoveryMethodForceDelete, lostAt)
 	cases := []struct {
 		name      string
 		in        planInput
@@ -62,60 +82,76 @@ func TestDecide(t *testing.T) {
 		requeueGT time.Duration
 	}{
 		{name: "ready node, nothing", in: planInput{Node: node(corev1.ConditionTrue, lostAt, nil), Policy: policy()}},
-		{name: "ready node with our marks is cleaned up", in: planInput{Node: node(corev1.ConditionTrue, t0, acted, OutOfServiceTaint), Policy: policy()},
+		{name: "ready node with a record is cleaned up", in: planInput{Node: node(corev1.ConditionTrue, t0, nil, OutOfServiceTaint), Record: taint, Policy: policy()},
 			step: stepCleanup},
-		{name: "not ready, not yet lost: requeue at notReadyFor", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(-3*time.Second), nil), Policy: policy()},
-			requeueGT: 6 * time.Second},
-		{name: "no policy: nothing", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine()}},
-		{name: "lost without evidence: blocked", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Policy: policy(), Machine: livingMachine()},
+		{name: "not ready, not yet lost: requeue at notReadyFor", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(-3*time.Second), nil), Policy: policy(),
+			Sighting: seen(corev1.ConditionUnknown, t0.Add(-3*time.Second), t0.Add(-3*time.Second))}, requeueGT: 6 * time.Second},
+		// Scenario 5: the member's clock says the node has been NotReady for
+		// an hour; fedfailover has seen it for 3 s only. Only the host's own
+		// sighting counts.
+		{name: "member clock far behind: notReadyFor measured on the host's clock", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(-time.Hour), nil), Policy: policy(),
+			Machine: deletedMachine(), ServerMajor: 1, ServerMinor: 37, Sighting: seen(corev1.ConditionUnknown, t0.Add(-time.Hour), t0.Add(-3*time.Second))}, requeueGT: 6 * time.Second},
+		{name: "member clock far ahead: lost once seen for notReadyFor", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(10*time.Minute), nil), Policy: policy(),
+			Machine: deletedMachine(), ServerMajor: 1, ServerMinor: 37, Sighting: seen(corev1.ConditionUnknown, t0.Add(10*time.Minute), t0.Add(-11*time.Second))},
+			phase: v1alpha1.RecoveryPhaseFenced, step: stepTaint, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
+		{name: "no policy: nothing", in: planInput{Node: unknown(), Machine: deletedMachine(), Sighting: long}},
+		{name: "lost without evidence: blocked", in: planInput{Node: unknown(), Policy: policy(), Machine: livingMachine(), Sighting: long},
 			phase: v1alpha1.RecoveryPhaseBlocked},
-		{name: "lost without evidence, machine deletion allowed", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: livingMachine(),
+		{name: "lost without evidence, machine deletion allowed", in: planInput{Node: unknown(), Machine: livingMachine(), Sighting: long,
 			Policy: policy(func(p *v1alpha1.NodeRecoverySpec) { p.Fencing.RequestMachineDeletion = true })},
 			phase: v1alpha1.RecoveryPhaseBlocked, step: stepDeleteMachine},
-		{name: "machine deletion never when remediated by an MHC", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: livingMachine(),
+		{name: "machine deletion never when remediated by an MHC", in: planInput{Node: unknown(), Machine: livingMachine(), Sighting: long,
 			MachineOwner: "MachineHealthCheck x", Policy: policy(func(p *v1alpha1.NodeRecoverySpec) { p.Fencing.RequestMachineDeletion = true })},
 			phase: v1alpha1.RecoveryPhaseBlocked},
-		{name: "assumeFencedAfter pending: requeue", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil),
+		{name: "assumeFencedAfter pending: requeue", in: planInput{Node: unknown(), Sighting: long,
 			Policy: policy(func(p *v1alpha1.NodeRecoverySpec) { d := v1alpha1.Duration("2m"); p.Fencing.AssumeFencedAfter = &d })},
 			phase: v1alpha1.RecoveryPhaseBlocked, requeueGT: 59 * time.Second},
-		{name: "fenced on 1.37: taint", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 37},
+		{name: "fenced on 1.37: taint", in: planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 37, Sighting: long},
 			phase: v1alpha1.RecoveryPhaseFenced, step: stepTaint, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "fenced on 1.27: force delete", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 27},
+		{name: "fenced on 1.27: force delete", in: planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 27, Sighting: long},
 			phase: v1alpha1.RecoveryPhaseFenced, step: stepForceDelete, method: v1alpha1.RecoveryMethodForceDelete},
 		// The old code guessed ForceDelete for an unknown version.
 		{name: "fenced, Auto, member version unknown: suspended, nothing done",
-			in:    planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy()},
+			in:    planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), Sighting: long},
 			phase: v1alpha1.RecoveryPhaseSuspended},
-		{name: "fenced but storm: suspended", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy(), Suspended: true},
+		{name: "fenced but storm: suspended", in: planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), Suspended: true, Sighting: long},
 			phase: v1alpha1.RecoveryPhaseSuspended},
-		{name: "fenced but too many nodes not Ready: held", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: deletedMachine(), Policy: policy(),
+		{name: "fenced but too many nodes not Ready: held", in: planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), Sighting: long,
 			Hold: "2 of 3 nodes not Ready"}, phase: v1alpha1.RecoveryPhaseSuspended},
-		{name: "hold asks for no Machine deletion either", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, nil), Machine: livingMachine(), Hold: "2 of 3 nodes not Ready",
+		{name: "hold asks for no Machine deletion either", in: planInput{Node: unknown(), Machine: livingMachine(), Hold: "2 of 3 nodes not Ready", Sighting: long,
 			Policy: policy(func(p *v1alpha1.NodeRecoverySpec) { p.Fencing.RequestMachineDeletion = true })}, phase: v1alpha1.RecoveryPhaseSuspended},
-		{name: "hold lets an acted recovery continue", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, acted, OutOfServiceTaint), Machine: deletedMachine(), Policy: policy(), Hold: "2 of 3 nodes not Ready"},
+		{name: "hold lets an acted recovery continue", in: planInput{Node: unknown(), Record: taint, Machine: deletedMachine(), Policy: policy(), Hold: "2 of 3 nodes not Ready", Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "already acted: only track, even without policy", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, acted, OutOfServiceTaint)},
+		{name: "already acted: only track, even without policy", in: planInput{Node: unknown(), Record: taint, Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "acted taint releases pods", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, acted, OutOfServiceTaint), Machine: deletedMachine(), Policy: policy()},
+		{name: "acted taint releases pods", in: planInput{Node: unknown(), Record: taint, Machine: deletedMachine(), Policy: policy(), Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "acted force delete continues", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{contract.AnnotationAction: "ForceDelete"}), Machine: deletedMachine(), Policy: policy()},
+		{name: "acted force delete continues", in: planInput{Node: unknown(), Record: force, Machine: deletedMachine(), Policy: policy(), Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodForceDelete},
-		// Issue: marks written by anyone with nodes/patch (or left from an
-		// earlier incident) made the old code force-delete the pods of a
-		// live, partitioned node.
-		{name: "forged ForceDelete mark on a partitioned node with a living Machine: blocked, nothing deleted",
-			in:    planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{contract.AnnotationAction: "ForceDelete"}), Machine: livingMachine(), Policy: policy()},
-			phase: v1alpha1.RecoveryPhaseBlocked, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
-		{name: "every mark copied onto a live node without a Machine: blocked, nothing deleted",
-			in:    planInput{Node: node(corev1.ConditionUnknown, lostAt, acted, OutOfServiceTaint), Policy: policy()},
+		{name: "intent recorded, action not (restart in between): act again with proof", in: planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), Sighting: long,
+			Record: actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, lostAt, func(s *v1alpha1.NodeRecoveryRecordStatus) { s.ActedAt = nil })},
+			phase: v1alpha1.RecoveryPhaseActing, step: stepTaint, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
+		{name: "intent recorded, no evidence now: blocked", in: planInput{Node: unknown(), Machine: livingMachine(), Policy: policy(), Sighting: long,
+			Record: actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, lostAt, func(s *v1alpha1.NodeRecoveryRecordStatus) { s.ActedAt = nil })},
 			phase: v1alpha1.RecoveryPhaseBlocked, step: stepTrack, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "acted force delete pauses in a storm", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, map[string]string{contract.AnnotationAction: "ForceDelete"}), Policy: policy(), Suspended: true},
+		{name: "acted record, partitioned node with a living Machine: blocked, nothing deleted",
+			in:    planInput{Node: unknown(), Record: force, Machine: livingMachine(), Policy: policy(), Sighting: long},
+			phase: v1alpha1.RecoveryPhaseBlocked, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
+		{name: "acted force delete pauses in a storm", in: planInput{Node: unknown(), Record: force, Policy: policy(), Suspended: true, Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
-		{name: "marks older than the current loss are dropped, not resumed", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(time.Minute), acted, OutOfServiceTaint),
-			Machine: livingMachine(), Policy: policy()}, step: stepCleanup},
-		{name: "marks within the precision of the condition time are current", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(time.Second), acted, OutOfServiceTaint), Machine: deletedMachine(), Policy: policy()},
+		// Scenario 8: the node lifecycle controller flips Ready False to
+		// Unknown on a powered-off node; the new transition time made the old
+		// code see a new loss and remove the taint.
+		{name: "False to Unknown flip continues the recovery", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(-10*time.Second), nil, OutOfServiceTaint),
+			Record: actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, lostAt, func(s *v1alpha1.NodeRecoveryRecordStatus) { s.ReadyStatus = string(corev1.ConditionFalse) }),
+			Machine: deletedMachine(), Policy: policy(), Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
-		{name: "recovered stays recovered", in: planInput{Node: node(corev1.ConditionUnknown, lostAt, contract.NodeMarks{Action: v1alpha1.RecoveryMethodForceDelete, RecoveredAt: t0}.Annotations()), Policy: policy()},
+		{name: "a new Unknown spell means the node was back: the record is closed", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(time.Minute), nil, OutOfServiceTaint),
+			Record: taint, Machine: livingMachine(), Policy: policy(), Sighting: long}, step: stepCleanup},
+		{name: "Unknown to False: a kubelet posted, the record is closed", in: planInput{Node: node(corev1.ConditionFalse, t0, nil, OutOfServiceTaint),
+			Record: taint, Machine: deletedMachine(), Policy: policy(), Sighting: long}, step: stepCleanup},
+		{name: "recovered stays recovered", in: planInput{Node: unknown(), Policy: policy(), Sighting: long,
+			Record: actedRecord(v1alpha1.RecoveryMethodForceDelete, lostAt, func(s *v1alpha1.NodeRecoveryRecordStatus) { at := metav1.NewTime(t0); s.RecoveredAt = &at })},
 			phase: v1alpha1.RecoveryPhaseRecovered, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
 	}
 	for _, c := range cases {
@@ -132,6 +168,26 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestRecordedTaintOwnership: only fedfailover's own record of adding the
+// taint (method taint, no taint before, not migrated) owns it.
+func TestRecordedTaintOwnership(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*v1alpha1.NodeRecoveryRecordStatus)
+		want bool
+	}{
+		{"taint added by us", func(*v1alpha1.NodeRecoveryRecordStatus) {}, true},
+		{"a taint was there before", func(s *v1alpha1.NodeRecoveryRecordStatus) { s.TaintPreexisting = true }, false},
+		{"migrated from node annotations", func(s *v1alpha1.NodeRecoveryRecordStatus) { s.Migrated = true }, false},
+		{"force delete method", func(s *v1alpha1.NodeRecoveryRecordStatus) { s.Method = v1alpha1.RecoveryMethodForceDelete }, false},
+		{"no intent recorded", func(s *v1alpha1.NodeRecoveryRecordStatus) { s.IntentAt = nil }, false},
+	} {
+		if got := recordedOf(actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, t0, tc.mut)).OwnsTaint; got != tc.want {
+			t.Errorf("%s: OwnsTaint = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestTaintHelpers(t *testing.T) {
 	other := corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "someone-else", Effect: corev1.TaintEffectNoExecute}
 	unreach := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
@@ -143,20 +199,6 @@ func TestTaintHelpers(t *testing.T) {
 	}
 	if got := withoutTaint([]corev1.Taint{unreach, OutOfServiceTaint, other}); len(got) != 2 || got[1] != other {
 		t.Fatalf("withoutTaint must remove only ours: %v", got)
-	}
-}
-
-// TestActionAnnotations: the marks of an action read back as written, and
-// only the taint method claims the taint.
-func TestActionAnnotations(t *testing.T) {
-	a := actionAnnotations(t0.Add(-time.Minute), t0, "MachinePoweredOff", v1alpha1.RecoveryMethodOutOfServiceTaint, []string{"ns/a", "ns/b"})
-	m := readMarks(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: a}})
-	if !m.Acted() || !m.TaintedByUs || !m.LostSince.Equal(t0.Add(-time.Minute)) || !m.FencedAt.Equal(t0) || len(m.Claims) != 2 || m.FencedBy != "MachinePoweredOff" {
-		t.Fatalf("marks: %+v", m)
-	}
-	f := actionAnnotations(t0, t0, "X", v1alpha1.RecoveryMethodForceDelete, nil)
-	if _, ok := f[contract.AnnotationTaintedBy]; ok {
-		t.Fatal("force delete must not claim the taint")
 	}
 }
 

@@ -1,9 +1,10 @@
 // Package noderecovery recovers the pods with PersistentVolumes of lost
 // member nodes: it detects lost nodes, asks internal/fencing whether each is
 // proven off, applies the out-of-service taint (or force-deletes), tracks
-// the replacements and removes its taint when the node comes back. All
-// progress lives in the member cluster (node marks) and on the KubeFedCluster
-// (storm state), so a restart resumes where it stopped.
+// the replacements and removes its taint when the node comes back. Its
+// memory is on the host, where only fedfailover writes: one NodeRecovery
+// record per loss (intent, action, result), so a restart resumes where it
+// stopped and nothing a member-level writer can forge decides anything.
 package noderecovery
 
 import (
@@ -34,10 +35,7 @@ import (
 // Host side.
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinehealthchecks,verbs=get;list
-// The storm state is recorded on the member's KubeFedCluster, which is read
-// from the member package's cache of the kubefed namespace.
-// +kubebuilder:rbac:groups=core.kubefed.io,resources=kubefedclusters,verbs=patch,namespace=kube-federation-system
-// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -52,6 +50,7 @@ type Reconciler struct {
 	members   memberAccess
 	recorder  recorder.EventRecorder
 	store     *store
+	sightings *sightings
 	opts      Options
 	ctrl      controller.Controller
 	capi      bool
@@ -69,6 +68,12 @@ type memberView struct {
 	vas      map[string][]*storagev1.VolumeAttachment
 	byClaim  map[string][]*corev1.Pod
 	machines map[string]*clusterv1.Machine
+	// records are the active NodeRecovery records, by node; finished are the
+	// closed ones (for retention).
+	records  map[string]*v1alpha1.NodeRecovery
+	finished []*v1alpha1.NodeRecovery
+	// sightings are when each not-Ready node's loss was first seen.
+	sightings map[string]sighting
 	// machineOwners names, by node, who already remediates its Machine (see
 	// machineOwner); gathered only when the policy may request deletion.
 	machineOwners map[string]string
@@ -94,8 +99,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	storm, err := r.stormStep(ctx, v)
-	if errors.Is(err, errStaleKubeFedCluster) {
-		// The cache has not seen the latest KubeFedCluster yet.
+	if errors.Is(err, errStaleGuard) {
+		// The cache has not seen the latest RecoveryGuard yet.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	if err != nil {
@@ -130,7 +135,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		next.In(now, after)
 	}
-	observeMember(v.cluster, v.nodes, rep.Recoveries)
+	if err := r.closeDeleted(ctx, v); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.pruneRecords(ctx, v.finished); err != nil {
+		errs = append(errs, err)
+	}
+	observeMember(v.cluster, v.nodes, v.records, rep.Recoveries)
 	r.store.publish(v.cluster, rep)
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
@@ -177,6 +188,14 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 	}
 	for i := range nodes.Items {
 		v.nodes = append(v.nodes, &nodes.Items[i])
+	}
+	if v.records, v.finished, err = r.memberRecords(ctx, cluster); err != nil {
+		return nil, err
+	}
+	v.sightings = map[string]sighting{}
+	now := r.now()
+	for _, n := range v.nodes {
+		v.sightings[n.Name] = r.sightings.observe(cluster, n, v.records[n.Name], now)
 	}
 	var pods corev1.PodList
 	if err := cl.List(ctx, &pods); err != nil {
@@ -238,7 +257,14 @@ func (r *Reconciler) policyFor(ctx context.Context, cluster string) (*kubefedv1b
 // entry (nil when there is nothing to report) and when to look again.
 func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", n.Name))
-	in := planInput{Node: n, Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
+	if err := r.closeReplaced(ctx, v, n); err != nil {
+		return nil, 0, err
+	}
+	if err := r.migrate(ctx, v, n); err != nil {
+		return nil, 0, err
+	}
+	in := planInput{Node: n, Record: v.records[n.Name], Sighting: v.sightings[n.Name],
+		Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
 		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: r.now()}
 	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
 		// A node outside nodeSelector is treated as if no policy covered it:
@@ -246,9 +272,25 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 		in.Policy = v.policy.Spec.NodeRecovery
 	}
 	p := decide(in)
+	if in.Record == nil && p.Phase != "" && v.policy != nil {
+		rec, err := r.openRecord(ctx, v, n, in.Machine, in.Sighting, &p)
+		if errors.Is(err, errRecordNotSeenYet) {
+			return recoveryStatus(v.cluster, n, in.Machine, p, v), time.Second, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		v.records[n.Name] = rec
+	}
+	p.record = v.records[n.Name]
 	after, err := r.apply(ctx, v, n, &p)
 	if err != nil {
 		return nil, 0, err
+	}
+	if p.record != nil && p.record.Status.Phase != v1alpha1.RecoveryPhaseFinished {
+		if err := r.syncRecord(ctx, v, p.record, &p); err != nil {
+			return nil, 0, err
+		}
 	}
 	if after == 0 {
 		after = p.RequeueAfter
@@ -270,11 +312,11 @@ func recoveryStatus(cluster string, n *corev1.Node, m *clusterv1.Machine, p plan
 		st.LostSince = &t
 	}
 	switch {
-	case !p.Marks.FencedAt.IsZero():
-		t := metaTime(p.Marks.FencedAt)
+	case !p.Rec.ActedAt.IsZero():
+		t := metaTime(p.Rec.ActedAt)
 		st.FencedAt = &t
-		st.Evidence = p.Marks.FencedBy
-		st.AffectedPods = int32(len(p.Marks.Claims))
+		st.Evidence = p.Rec.FencedBy
+		st.AffectedPods = int32(len(p.Rec.Claims))
 	case p.Verdict.Fenced:
 		st.Evidence = p.Verdict.Reason
 	}

@@ -35,6 +35,12 @@ type Options struct {
 	IdleResync time.Duration
 	// StatusResync is how often policy status is rewritten without news (default 1m).
 	StatusResync time.Duration
+	// RecordRetention is how long finished NodeRecovery records are kept
+	// (default 72h).
+	RecordRetention time.Duration
+	// MaxFinishedRecords bounds the finished records kept per member, oldest
+	// deleted first (default 20).
+	MaxFinishedRecords int
 	// MaxConcurrentReconciles is the number of members handled at once (default 5).
 	MaxConcurrentReconciles int
 	// Now is the clock (tests).
@@ -46,6 +52,8 @@ func (o Options) withDefaults() Options {
 	defaults.Set(&o.IdleResync, 2*time.Minute)
 	defaults.Set(&o.StatusResync, time.Minute)
 	defaults.Set(&o.MaxConcurrentReconciles, 5)
+	defaults.Set(&o.RecordRetention, 72*time.Hour)
+	defaults.Set(&o.MaxFinishedRecords, 20)
 	defaults.Clock(&o.Now)
 	return o
 }
@@ -55,7 +63,12 @@ func (o Options) withDefaults() Options {
 func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) error {
 	opts = opts.withDefaults()
 	r := &Reconciler{host: mgr.GetClient(), apiReader: mgr.GetAPIReader(), members: members,
-		recorder: mgr.GetEventRecorder("fedfailover-noderecovery"), store: newStore(), opts: opts, now: opts.Now}
+		recorder: mgr.GetEventRecorder("fedfailover-noderecovery"), store: newStore(), sightings: newSightings(), opts: opts, now: opts.Now}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.NodeRecovery{}, indexRecordCluster, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.NodeRecovery).Spec.Cluster}
+	}); err != nil {
+		return fmt.Errorf("indexing NodeRecovery records: %w", err)
+	}
 	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: clusterv1.GroupVersion.Group, Kind: "Machine"}, clusterv1.GroupVersion.Version)
 	r.capi = err == nil
 	b := ctrl.NewControllerManagedBy(mgr).

@@ -8,13 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
+	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
 
 // Policy event reasons of the storm guard.
@@ -23,18 +24,52 @@ const (
 	ReasonStormEnded   = "StormEnded"
 )
 
-// errStaleKubeFedCluster: the KubeFedCluster changed since it was read.
-var errStaleKubeFedCluster = errors.New("KubeFedCluster changed since it was read")
+// The storm state of each member is its RecoveryGuard, on the host.
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=recoveryguards,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=recoveryguards/status,verbs=get;update;patch
 
-// readStorm reads the storm state kept on the member's KubeFedCluster. An
-// unreadable annotation counts as no storm, as it always has; it is
-// rewritten at the next storm.
-func readStorm(ctx context.Context, a map[string]string) fencing.StormState {
-	s, err := contract.DecodeStorm(a)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Info("Ignoring the storm state", "reason", err.Error())
+// errStaleGuard: the RecoveryGuard changed since it was read.
+var errStaleGuard = errors.New("RecoveryGuard changed since it was read")
+
+// readGuard returns the member's RecoveryGuard from the cache; a new,
+// unsaved one (no storm) when there is none yet.
+func (r *Reconciler) readGuard(ctx context.Context, cluster string) (*v1alpha1.RecoveryGuard, error) {
+	g := &v1alpha1.RecoveryGuard{}
+	err := r.host.Get(ctx, client.ObjectKey{Name: cluster}, g)
+	if apierrors.IsNotFound(err) {
+		return &v1alpha1.RecoveryGuard{ObjectMeta: metav1.ObjectMeta{Name: cluster}}, nil
 	}
-	return fencing.StormState{Active: s.Active, EndedAt: s.EndedAt}
+	if err != nil {
+		return nil, fmt.Errorf("reading RecoveryGuard %s: %w", cluster, err)
+	}
+	return g, nil
+}
+
+func stormState(g *v1alpha1.RecoveryGuard) fencing.StormState {
+	return fencing.StormState{Active: g.Status.StormActive, EndedAt: timeOf(g.Status.StormEndedAt)}
+}
+
+// writeGuard records the storm state, creating the guard on first use. The
+// write is optimistic-locked: a pass that read the guard before our last
+// write starts over, so a transition is recorded, and reported, once.
+func (r *Reconciler) writeGuard(ctx context.Context, g *v1alpha1.RecoveryGuard, st fencing.StormState, msg string) error {
+	if g.ResourceVersion == "" {
+		if err := r.host.Create(ctx, g); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return errStaleGuard
+			}
+			return fmt.Errorf("creating RecoveryGuard %s: %w", g.Name, err)
+		}
+	}
+	before := g.DeepCopy()
+	g.Status = v1alpha1.RecoveryGuardStatus{StormActive: st.Active, StormEndedAt: metaTimePtr(st.EndedAt), Message: policystatus.Truncate(msg, 1024)}
+	if err := r.host.Status().Patch(ctx, g, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return errStaleGuard
+		}
+		return fmt.Errorf("recording storm state on RecoveryGuard %s: %w", g.Name, err)
+	}
+	return nil
 }
 
 // stormOutcome is the storm guard's decision plus a message for status.
@@ -48,14 +83,20 @@ type stormOutcome struct {
 // stormStep counts the member's lost nodes, steps the storm state machine
 // and persists its state when it changes.
 func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome, error) {
-	prev := readStorm(ctx, v.kfc.Annotations)
+	guard, err := r.readGuard(ctx, v.cluster)
+	if err != nil {
+		return stormOutcome{}, err
+	}
+	prev := stormState(guard)
 	now := r.now()
 	var out stormOutcome
 	if v.policy != nil {
 		nr := v.policy.Spec.NodeRecovery
 		lost, notReady := 0, 0
 		for _, n := range v.nodes {
-			if l, _ := fencing.Lost(n, nr.NotReadyFor.Get(), now); l {
+			// Lost as decide counts it: not Ready for notReadyFor since
+			// fedfailover first saw it (host clock only).
+			if s := v.sightings[n.Name]; !s.lossAt.IsZero() && !now.Before(s.lossAt.Add(nr.NotReadyFor.Get())) {
 				lost++
 			}
 			if !nodecond.IsReady(n) {
@@ -79,23 +120,8 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 	if out.State.Active == prev.Active && out.State.EndedAt.Equal(prev.EndedAt) {
 		return out, nil
 	}
-	// The KubeFedCluster comes from a cache: the optimistic lock makes a
-	// pass that read it before our last write (or kubefed's) start over,
-	// so a transition is recorded, and reported, once.
-	patch := client.MergeFromWithOptions(v.kfc.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if v.kfc.Annotations == nil {
-		v.kfc.Annotations = map[string]string{}
-	}
-	if a, keep := contract.EncodeStorm(contract.Storm{Active: out.State.Active, EndedAt: out.State.EndedAt}); keep {
-		v.kfc.Annotations[contract.AnnotationStorm] = a
-	} else {
-		delete(v.kfc.Annotations, contract.AnnotationStorm)
-	}
-	if err := r.host.Patch(ctx, v.kfc, patch); err != nil {
-		if apierrors.IsConflict(err) {
-			return out, errStaleKubeFedCluster
-		}
-		return out, fmt.Errorf("recording storm state on KubeFedCluster: %w", err)
+	if err := r.writeGuard(ctx, guard, out.State, out.message); err != nil {
+		return out, err
 	}
 	if v.policy != nil && prev.Active != out.State.Active {
 		reason, typ, msg := ReasonStormStarted, corev1.EventTypeWarning, out.message
@@ -103,7 +129,7 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome
 			reason, typ, msg = ReasonStormEnded, corev1.EventTypeNormal, v.cluster+": storm over and cooldown passed; recovery resumed"
 		}
 		r.recorder.Eventf(v.policy, nil, typ, reason, "StormGuard", "%s", msg)
-		r.store.decide(v.policy.Name, decision(now, v.cluster, "KubeFedCluster/"+v.cluster, "StormGuard", reason, msg, r.dryRun(v)))
+		r.store.decide(v.policy.Name, decision(now, v.cluster, "RecoveryGuard/"+v.cluster, "StormGuard", reason, msg, r.dryRun(v)))
 	}
 	return out, nil
 }

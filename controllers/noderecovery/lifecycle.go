@@ -1,0 +1,89 @@
+package noderecovery
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/nodecond"
+)
+
+// closeReplaced closes the active record of a node name whose Node now has
+// another UID: the record was about a Node that no longer exists, and
+// nothing it says applies to the new one.
+func (r *Reconciler) closeReplaced(ctx context.Context, v *memberView, n *corev1.Node) error {
+	rec := v.records[n.Name]
+	if rec == nil || rec.Spec.NodeUID == string(n.UID) {
+		return nil
+	}
+	delete(v.records, n.Name)
+	return r.finishRecord(ctx, rec, v1alpha1.FinishNodeReplaced,
+		fmt.Sprintf("Node %s was re-created (uid %s, record about %s); the new Node is judged afresh", n.Name, n.UID, rec.Spec.NodeUID))
+}
+
+// closeDeleted closes the active records of Nodes that no longer exist.
+func (r *Reconciler) closeDeleted(ctx context.Context, v *memberView) error {
+	present := map[string]bool{}
+	for _, n := range v.nodes {
+		present[n.Name] = true
+	}
+	for node, rec := range v.records {
+		if present[node] {
+			continue
+		}
+		if err := r.finishRecord(ctx, rec, v1alpha1.FinishNodeDeleted, "Node "+node+" was deleted"); err != nil {
+			return err
+		}
+		delete(v.records, node)
+	}
+	return nil
+}
+
+// migrate reads, once, the node annotations an older fedfailover kept on
+// member Nodes into a host record, and removes them. Anyone with nodes/patch
+// can write those annotations, so the record made from them is marked
+// Migrated: it shows what was done and tracks the claims, but never makes
+// fedfailover remove a taint, and, like every record, never authorizes a
+// destructive write (each needs a fencing verdict from live reads).
+func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node) error {
+	if !contract.HasNodeMarks(n.Annotations) || r.paused(v) {
+		return nil
+	}
+	marks, _ := contract.DecodeNodeMarks(n.Annotations)
+	if cond := nodecond.Ready(n); v.records[n.Name] == nil && marks.Acted() && cond != nil && !nodecond.IsReady(n) && v.policy != nil {
+		rec := &v1alpha1.NodeRecovery{
+			ObjectMeta: metav1.ObjectMeta{Name: recordName(v.cluster, n.Name, n.UID, cond.LastTransitionTime.Time),
+				OwnerReferences: []metav1.OwnerReference{policyOwner(v.policy)}},
+			Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: v.cluster, Node: n.Name, NodeUID: string(n.UID),
+				ProviderID: n.Spec.ProviderID, Policy: v.policy.Name, LostSince: metaTimePtr(marks.LostSince)},
+		}
+		if err := r.host.Create(ctx, rec); err != nil {
+			return fmt.Errorf("creating NodeRecovery record from node annotations: %w", err)
+		}
+		now := r.now()
+		if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
+			st.Phase, st.Migrated, st.Method, st.Evidence, st.Claims = v1alpha1.RecoveryPhaseRecovering, true, marks.Action, marks.FencedBy, marks.Claims
+			st.IntentAt, st.ActedAt, st.RecoveredAt = metaTimePtr(marks.FencedAt), metaTimePtr(marks.FencedAt), metaTimePtr(marks.RecoveredAt)
+			st.ObservedAt, st.ReadyObservedAt = metaTimePtr(now), metaTimePtr(now)
+			st.ReadyStatus, st.ReadySince = string(cond.Status), metaTimePtr(cond.LastTransitionTime.Time)
+			st.Message = "made from the node annotations of an older fedfailover; its taint, if any, is left to its owner"
+		}); err != nil {
+			return err
+		}
+		v.records[n.Name] = rec
+	}
+	upd := n.DeepCopy()
+	for _, k := range contract.NodeMarkKeys() {
+		delete(upd.Annotations, k)
+	}
+	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("removing old recovery annotations from node: %w", err)
+	}
+	n.Annotations = upd.Annotations
+	return nil
+}

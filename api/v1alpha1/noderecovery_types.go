@@ -161,6 +161,10 @@ const (
 	FinishNodeDeleted = "NodeDeleted"
 	// FinishNodeReplaced: a Node with the same name but another UID exists.
 	FinishNodeReplaced = "NodeReplaced"
+	// FinishNoPolicy: no policy recovers the node any more (deleted,
+	// disabled, or it no longer selects the member or the node), and
+	// nothing had been done.
+	FinishNoPolicy = "NoPolicy"
 	// FinishKubeletBack: the node's Ready condition changed in a way only a
 	// running kubelet causes: the node ran again since the loss was seen.
 	FinishKubeletBack = "KubeletBack"

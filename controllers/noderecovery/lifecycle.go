@@ -62,6 +62,9 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 			Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: v.cluster, Node: n.Name, NodeUID: string(n.UID),
 				ProviderID: n.Spec.ProviderID, Policy: v.policy.Name, LostSince: metaTimePtr(marks.LostSince)},
 		}
+		if err := ensureFinalizer(ctx, r.host, v.policy); err != nil {
+			return err
+		}
 		if err := r.host.Create(ctx, rec); err != nil {
 			return fmt.Errorf("creating NodeRecovery record from node annotations: %w", err)
 		}

@@ -62,10 +62,10 @@ type planInput struct {
 // plan is the decision for one node.
 type plan struct {
 	// Phase is empty when the node needs no reporting.
-	Phase     v1alpha1.RecoveryPhase
-	Step      step
-	Method    v1alpha1.RecoveryMethod
-	Verdict   fencing.Result
+	Phase   v1alpha1.RecoveryPhase
+	Step    step
+	Method  v1alpha1.RecoveryMethod
+	Verdict fencing.Result
 	// LostSince is when fedfailover first saw the loss (host clock).
 	LostSince time.Time
 	Rec       recorded
@@ -98,6 +98,11 @@ func decide(in planInput) plan {
 	}
 	if p.Rec.Acted() {
 		return decideActed(in, p)
+	}
+	if in.Policy == nil && in.Record != nil {
+		p.Step, p.Finish = stepCleanup, v1alpha1.FinishNoPolicy
+		p.Message = "no policy recovers this node any more; nothing was done"
+		return p
 	}
 	if in.Policy == nil || in.Sighting.lossAt.IsZero() {
 		return p

@@ -143,7 +143,7 @@ func TestDecide(t *testing.T) {
 		// Unknown on a powered-off node; the new transition time made the old
 		// code see a new loss and remove the taint.
 		{name: "False to Unknown flip continues the recovery", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(-10*time.Second), nil, OutOfServiceTaint),
-			Record: actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, lostAt, func(s *v1alpha1.NodeRecoveryRecordStatus) { s.ReadyStatus = string(corev1.ConditionFalse) }),
+			Record:  actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, lostAt, func(s *v1alpha1.NodeRecoveryRecordStatus) { s.ReadyStatus = string(corev1.ConditionFalse) }),
 			Machine: deletedMachine(), Policy: policy(), Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{name: "a new Unknown spell means the node was back: the record is closed", in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(time.Minute), nil, OutOfServiceTaint),

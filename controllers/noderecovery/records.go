@@ -139,6 +139,9 @@ func (r *Reconciler) openRecord(ctx context.Context, v *memberView, n *corev1.No
 		rec.Spec.Machine = &v1alpha1.MachineReference{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
 	}
 	rec.OwnerReferences = []metav1.OwnerReference{policyOwner(v.policy)}
+	if err := ensureFinalizer(ctx, r.host, v.policy); err != nil {
+		return nil, err
+	}
 	if err := r.host.Create(ctx, rec); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil, errRecordNotSeenYet

@@ -83,6 +83,10 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 	if r.ctrl, err = b.Build(r); err != nil {
 		return fmt.Errorf("creating node recovery controller: %w", err)
 	}
+	fin := &policyFinalizer{host: mgr.GetClient(), members: members}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("noderecovery-finalizer").For(&v1alpha1.FailoverPolicy{}).Complete(fin); err != nil {
+		return fmt.Errorf("creating node recovery finalizer controller: %w", err)
+	}
 	return statusWriter(r.store, opts.StatusResync).SetupWithManager(mgr)
 }
 

@@ -41,3 +41,8 @@ const AnnotationRebalance = "failover.fedfailover.io/rebalance"
 // Cluster when it is not the Cluster of the member's name: "namespace/name",
 // or a bare name (see CAPIClusterRef).
 const AnnotationCAPICluster = "failover.fedfailover.io/capi-cluster"
+
+// FinalizerNodeRecovery on a FailoverPolicy with node recovery: before the
+// policy goes, its NodeRecovery records that prove a taint is fedfailover's
+// are cleaned up or released from its ownership.
+const FinalizerNodeRecovery = "failover.fedfailover.io/node-recovery"

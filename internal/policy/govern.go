@@ -129,7 +129,9 @@ func choose(policies []v1alpha1.FailoverPolicy, f Feature, matches func(*v1alpha
 	var winners []*v1alpha1.FailoverPolicy
 	for i := range policies {
 		p := &policies[i]
-		if !Enabled(p, f) {
+		// A policy being deleted governs nothing new; its finalizers only
+		// wind down what it started.
+		if !Enabled(p, f) || p.DeletionTimestamp != nil {
 			continue
 		}
 		ok, err := matches(p)

@@ -23,10 +23,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/lab"
@@ -108,17 +106,18 @@ func nrPolicy(t *testing.T, name string, mutate func(*v1alpha1.NodeRecoverySpec)
 		if err := host.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting policy: %v", err)
 		}
-		// The storm mark must not leak into the next test.
-		for _, m := range theLab.Members() {
-			kfc := &kubefedv1beta1.KubeFedCluster{}
-			if err := host.Get(ctx, client.ObjectKey{Namespace: member.DefaultNamespace, Name: m}, kfc); err != nil {
-				continue
+		// Its finalizer (node recovery records) runs while the manager does.
+		deadline := time.Now().Add(90 * time.Second)
+		for err := host.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.FailoverPolicy{}); !apierrors.IsNotFound(err); err = host.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.FailoverPolicy{}) {
+			if time.Now().After(deadline) {
+				t.Errorf("policy %s still there 90s after its deletion (finalizers): %v", p.Name, err)
+				break
 			}
-			if _, ok := kfc.Annotations[contract.AnnotationStorm]; ok {
-				patch := client.MergeFrom(kfc.DeepCopy())
-				delete(kfc.Annotations, contract.AnnotationStorm)
-				_ = host.Patch(ctx, kfc, patch)
-			}
+			time.Sleep(200 * time.Millisecond) // polling with a deadline
+		}
+		// The storm state must not leak into the next test.
+		if err := host.DeleteAllOf(ctx, &v1alpha1.RecoveryGuard{}); err != nil {
+			t.Errorf("deleting RecoveryGuards: %v", err)
 		}
 	})
 	return p

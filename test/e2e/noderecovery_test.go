@@ -83,9 +83,16 @@ func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 			return false, "Ready=" + string(lab.NodeReadyStatus(n))
 		}
 		tainted = time.Now()
-		if n.Annotations[contract.AnnotationTaintedBy] != "true" || n.Annotations[contract.AnnotationFencedBy] != "MachineInfrastructureDeleted" ||
-			n.Annotations[contract.AnnotationAction] != string(v1alpha1.RecoveryMethodOutOfServiceTaint) {
-			t.Fatalf("taint without the expected marks: %v", n.Annotations)
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if rec == nil || rec.Status.Evidence != "MachineInfrastructureDeleted" || rec.Status.Method != v1alpha1.RecoveryMethodOutOfServiceTaint ||
+			rec.Status.TaintPreexisting || rec.Status.IntentAt == nil || rec.Spec.NodeUID != string(n.UID) {
+			t.Fatalf("taint without the expected record: %s", describeRecord(rec))
+		}
+		if len(n.Annotations) > 0 && slices.ContainsFunc(contract.NodeMarkKeys(), func(k string) bool { _, ok := n.Annotations[k]; return ok }) {
+			t.Fatalf("fedfailover annotations on the member Node: %v", n.Annotations)
 		}
 		return true, ""
 	})
@@ -132,8 +139,13 @@ func TestNodeRecoveryStatefulSetMachineDeleted(t *testing.T) {
 		if lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) {
 			return false, fmt.Sprintf("Ready=%s taints=%v", lab.NodeReadyStatus(n), n.Spec.Taints)
 		}
-		_, marked := n.Annotations[contract.AnnotationAction]
-		return !marked, fmt.Sprintf("annotations %v", n.Annotations)
+		rec, finished, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return rec == nil && slices.ContainsFunc(finished, func(r v1alpha1.NodeRecovery) bool {
+			return r.Status.FinishReason == v1alpha1.FinishNodeReturned && r.Status.RecoveredAt != nil
+		}), describeRecord(rec)
 	})
 	holds(t, 5*time.Second, node+" not tainted again", func(ctx context.Context) (bool, string) {
 		n, err := getNode(ctx, cl, node)
@@ -279,64 +291,77 @@ func countOf(list []string, s string) int {
 	return n
 }
 
-// waitMarked waits for fedfailover's out-of-service taint (or, for
-// ForceDelete, its marks) on the node and returns the node.
-func waitMarked(t *testing.T, cl client.Client, node string, method v1alpha1.RecoveryMethod, evidence string) *corev1.Node {
+// waitMarked waits for fedfailover's recorded action on the node (and, for
+// the taint method, the taint) and returns the record.
+func waitMarked(t *testing.T, cl client.Client, cluster, node string, method v1alpha1.RecoveryMethod, evidence string) *v1alpha1.NodeRecovery {
 	t.Helper()
-	var got *corev1.Node
-	eventually(t, 60*time.Second, fmt.Sprintf("%s marked %s by fedfailover", node, method), func(ctx context.Context) (bool, string) {
+	var got *v1alpha1.NodeRecovery
+	eventually(t, 60*time.Second, fmt.Sprintf("%s recorded %s by fedfailover", node, method), func(ctx context.Context) (bool, string) {
 		n, err := getNode(ctx, cl, node)
 		if err != nil {
 			return false, err.Error()
 		}
-		if n.Annotations[contract.AnnotationAction] == "" {
-			return false, "Ready=" + string(lab.NodeReadyStatus(n))
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
 		}
-		if n.Annotations[contract.AnnotationAction] != string(method) || n.Annotations[contract.AnnotationFencedBy] != evidence {
-			t.Fatalf("unexpected marks: %v", n.Annotations)
+		if rec == nil || rec.Status.ActedAt == nil {
+			return false, "Ready=" + string(lab.NodeReadyStatus(n)) + "; " + describeRecord(rec)
+		}
+		if rec.Status.Method != method || rec.Status.Evidence != evidence {
+			t.Fatalf("unexpected record: %s", describeRecord(rec))
 		}
 		if hasOOSTaint(n) != (method == v1alpha1.RecoveryMethodOutOfServiceTaint) {
 			t.Fatalf("taints %v for method %s", n.Spec.Taints, method)
 		}
-		got = n
+		got = rec
 		return true, ""
 	})
 	return got
 }
 
 // waitRecovered waits for the replacement of the app's pod on another node
-// with its volume attached only there, and for the policy to say Recovered.
+// with its volume attached only there, and for the policy and the node's
+// record to say Recovered.
 func waitRecovered(t *testing.T, cl client.Client, pol, cluster, ns, app, pv, node string, timeout time.Duration) {
 	t.Helper()
 	repl := runningPod(t, cl, ns, app, timeout, node)
 	eventually(t, timeout, "volume attached only to the replacement's node", func(ctx context.Context) (bool, string) {
 		return volumeOnlyOn(ctx, cl, pv, repl.Spec.NodeName)
 	})
-	eventually(t, 30*time.Second, "policy status reports the node Recovered", func(ctx context.Context) (bool, string) {
+	eventually(t, 30*time.Second, "policy status and record report the node Recovered", func(ctx context.Context) (bool, string) {
 		p, err := getPolicy(ctx, pol)
 		if err != nil {
 			return false, err.Error()
 		}
 		r := recoveryOf(p, cluster, node)
-		return r != nil && r.Phase == v1alpha1.RecoveryPhaseRecovered, fmt.Sprintf("recovery %+v", r)
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return r != nil && r.Phase == v1alpha1.RecoveryPhaseRecovered && rec != nil && rec.Status.RecoveredAt != nil,
+			fmt.Sprintf("recovery %+v; %s", r, describeRecord(rec))
 	})
 }
 
 // restoreAndWaitClean powers the node back on and waits until fedfailover
-// removed its taint and marks.
-func restoreAndWaitClean(t *testing.T, cl client.Client, node string) {
+// removed its taint and closed the record.
+func restoreAndWaitClean(t *testing.T, cl client.Client, cluster, node string) {
 	t.Helper()
 	if err := theLab.Restore(t.Context(), node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, node+" Ready without the taint or marks", func(ctx context.Context) (bool, string) {
+	eventually(t, 60*time.Second, node+" Ready without the taint, its record closed", func(ctx context.Context) (bool, string) {
 		n, err := getNode(ctx, cl, node)
 		if err != nil {
 			return false, err.Error()
 		}
-		_, marked := n.Annotations[contract.AnnotationAction]
-		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && !hasOOSTaint(n) && !marked,
-			fmt.Sprintf("Ready=%s taints=%v marked=%v", lab.NodeReadyStatus(n), n.Spec.Taints, marked)
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && !hasOOSTaint(n) && rec == nil,
+			fmt.Sprintf("Ready=%s taints=%v %s", lab.NodeReadyStatus(n), n.Spec.Taints, describeRecord(rec))
 	})
 }
 
@@ -355,12 +380,12 @@ func TestNodeRecoveryForceDelete(t *testing.T) {
 	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
 		t.Fatal(err)
 	}
-	waitMarked(t, cl, node, v1alpha1.RecoveryMethodForceDelete, "MachineInfrastructureDeleted")
+	waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodForceDelete, "MachineInfrastructureDeleted")
 	// The attach-detach controller notices the deleted attachment on its
 	// periodic sync (1 min by default).
 	waitRecovered(t, cl, pol.Name, cluster, ns, "db", pv, node, 150*time.Second)
 	t.Logf("ForceDelete recovery %.1fs after power-off", time.Since(start).Seconds())
-	restoreAndWaitClean(t, cl, node)
+	restoreAndWaitClean(t, cl, cluster, node)
 }
 
 // Case 4: a storm (2 of 3 nodes lost, maxUnhealthy 40% allows 1) suspends
@@ -393,7 +418,11 @@ func TestNodeRecoveryStorm(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			if hasOOSTaint(n) || n.Annotations[contract.AnnotationAction] != "" {
+			rec, _, err := nodeRecords(ctx, cluster, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			if hasOOSTaint(n) || acted(rec) {
 				return false, name + " acted on during a storm"
 			}
 		}
@@ -463,9 +492,9 @@ func TestNodeRecoveryPoweredOffCondition(t *testing.T) {
 	if err := theLab.PowerOff(ctx, node, lab.EvidencePoweredOffCondition); err != nil {
 		t.Fatal(err)
 	}
-	waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachinePoweredOff")
+	waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachinePoweredOff")
 	waitRecovered(t, cl, pol.Name, cluster, ns, "app", pv, node, 90*time.Second)
-	restoreAndWaitClean(t, cl, node)
+	restoreAndWaitClean(t, cl, cluster, node)
 }
 
 // Case 6: the manager stops right after tainting; Kubernetes recovers the
@@ -484,7 +513,7 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
 		t.Fatal(err)
 	}
-	marked := waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
+	marked := waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
 	// The event follows the taint patch; stopping in between would lose it
 	// (events are best effort) and this test counts it.
 	eventually(t, 10*time.Second, "taint event written", func(ctx context.Context) (bool, string) {
@@ -495,7 +524,7 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 		return countOf(evs, noderecovery.ReasonOutOfServiceTainted) == 1, fmt.Sprintf("events %v", evs)
 	})
 	first.stop()
-	fencedAt := marked.Annotations[contract.AnnotationFencedAt]
+	actedAt := marked.Status.ActedAt.Time
 	repl := runningPod(t, cl, ns, "db", 90*time.Second, node)
 	eventually(t, 60*time.Second, "volume moved while the manager is down", func(ctx context.Context) (bool, string) {
 		return volumeOnlyOn(ctx, cl, pv, repl.Spec.NodeName)
@@ -503,12 +532,12 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 
 	startNodeRecovery(t)
 	waitRecovered(t, cl, pol.Name, cluster, ns, "db", pv, node, 60*time.Second)
-	n, err := getNode(ctx, cl, node)
+	rec, _, err := nodeRecords(ctx, cluster, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := n.Annotations[contract.AnnotationFencedAt]; got != fencedAt {
-		t.Fatalf("fenced-at changed from %s to %s: the action was repeated", fencedAt, got)
+	if rec == nil || rec.Name != marked.Name || !rec.Status.ActedAt.Time.Equal(actedAt) {
+		t.Fatalf("%s, acted at %s before the restart: the action was repeated", describeRecord(rec), actedAt)
 	}
 	evs, err := nodeEvents(ctx, cl, node, testStart)
 	if err != nil {
@@ -517,7 +546,7 @@ func TestNodeRecoveryManagerRestart(t *testing.T) {
 	if countOf(evs, noderecovery.ReasonOutOfServiceTainted) != 1 || countOf(evs, noderecovery.ReasonRecovered) != 1 {
 		t.Fatalf("events %v: want one taint and one recovered event", evs)
 	}
-	restoreAndWaitClean(t, cl, node)
+	restoreAndWaitClean(t, cl, cluster, node)
 }
 
 // Case 7: dryRun decides and reports, and changes nothing.
@@ -544,8 +573,12 @@ func TestNodeRecoveryDryRun(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if hasOOSTaint(n) || n.Annotations[contract.AnnotationAction] != "" {
-			return false, "dry run changed the node"
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if hasOOSTaint(n) || acted(rec) {
+			return false, "dry run changed the node or recorded an action: " + describeRecord(rec)
 		}
 		return true, ""
 	}
@@ -655,11 +688,11 @@ func TestNodeRecoveryRequestsMachineDeletion(t *testing.T) {
 		}
 		return false, "infrastructure condition written"
 	})
-	waitMarked(t, cl, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
+	waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
 	waitRecovered(t, cl, pol.Name, cluster, ns, "db", pv, node, 90*time.Second)
 	evs, err := nodeEvents(ctx, cl, node, testStart)
 	if err != nil || countOf(evs, noderecovery.ReasonMachineDeletionAsked) != 1 {
 		t.Fatalf("events %v (err %v): want one %s", evs, err, noderecovery.ReasonMachineDeletionAsked)
 	}
-	restoreAndWaitClean(t, cl, node)
+	restoreAndWaitClean(t, cl, cluster, node)
 }

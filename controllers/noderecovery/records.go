@@ -148,8 +148,14 @@ func (r *Reconciler) openRecord(ctx context.Context, v *memberView, n *corev1.No
 		}
 		return nil, fmt.Errorf("creating NodeRecovery record: %w", err)
 	}
-	rec.Status = v1alpha1.NodeRecoveryRecordStatus{ObservedAt: metaTimePtr(s.lossAt), ReadyObservedAt: metaTimePtr(s.condAt),
-		ReadyStatus: string(cond.Status), ReadySince: &since}
+	// The status is written with the first sync (the create ignores it).
+	rec.Status = v1alpha1.NodeRecoveryRecordStatus{}
+	if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
+		st.ObservedAt, st.ReadyObservedAt = metaTimePtr(s.lossAt), metaTimePtr(s.condAt)
+		st.ReadyStatus, st.ReadySince = string(cond.Status), &since
+	}); err != nil {
+		return nil, err
+	}
 	return rec, r.syncRecord(ctx, v, rec, p)
 }
 

@@ -375,6 +375,13 @@ func TestDryRunChangesNothingInTheMember(t *testing.T) {
 		!w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
 		t.Fatal("dry run deleted a pod or an attachment")
 	}
+	var events corev1.EventList
+	if err := w.member.List(context.Background(), &events); err != nil || len(events.Items) != 0 {
+		t.Fatalf("dry run wrote %d events to the member (%v)", len(events.Items), err)
+	}
+	if rec := w.record("n1"); rec == nil || !rec.Status.DryRun || rec.Status.IntentAt != nil {
+		t.Fatalf("record %+v, want a dry-run record with no intent", rec)
+	}
 	_, decisions := w.r.store.reports.Snapshot("p")
 	if len(decisions) == 0 || !decisions[0].DryRun || decisions[0].Reason != ReasonWouldRecover {
 		t.Fatalf("decisions = %+v, want a dry-run %s", decisions, ReasonWouldRecover)

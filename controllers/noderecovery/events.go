@@ -26,7 +26,7 @@ func (r *Reconciler) report(ctx context.Context, v *memberView, n *corev1.Node, 
 	log.Info("Node recovery: "+msg, "reason", reason, "action", action)
 	now := r.now()
 	dry := r.dryRun(v)
-	if !r.paused(v) { // paused: not even an event is written to the member
+	if !r.paused(v) && !dry { // paused or dry run: not even an event is written to the member
 		if err := r.nodeEvent(ctx, v, n, eventType, reason, action, msg, now); err != nil {
 			log.Error(err, "Writing event on member Node failed")
 		}

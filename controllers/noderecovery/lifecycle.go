@@ -51,7 +51,7 @@ func (r *Reconciler) closeDeleted(ctx context.Context, v *memberView) error {
 // fedfailover remove a taint, and, like every record, never authorizes a
 // destructive write (each needs a fencing verdict from live reads).
 func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node) error {
-	if !contract.HasNodeMarks(n.Annotations) || r.paused(v) {
+	if !contract.HasNodeMarks(n.Annotations) || r.paused(v) || r.dryRun(v) {
 		return nil
 	}
 	marks, _ := contract.DecodeNodeMarks(n.Annotations)

@@ -1,0 +1,219 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/noderecovery"
+	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/lab"
+)
+
+// The node recovery invariant, tried as an adversary would (docs/safety.md).
+
+// Scenario 1: every annotation fedfailover ever wrote, copied onto a node
+// that is only partitioned (its kubelet alive, its Machine fine): nothing is
+// deleted and nothing tainted; the recovery is Blocked and says why. On the
+// old code the forged action mark got the pod force-deleted and its
+// attachment deleted within a second.
+func TestSafetyForgedMarksOnPartitionedNode(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member2", "safety-forged"
+	startNodeRecovery(t)
+	nrPolicy(t, "safety-forged", nil)
+	cl := theLab.MustClient(cluster)
+	pod, pv := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+	if err := theLab.Partition(node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = theLab.Heal(node) })
+	n, err := getNode(ctx, cl, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	maps.Copy(n.Annotations, contract.NodeMarks{LostSince: time.Now().Add(-time.Minute), FencedBy: "MachineInfrastructureDeleted",
+		FencedAt: time.Now().Add(-30 * time.Second), Action: v1alpha1.RecoveryMethodForceDelete, TaintedByUs: true,
+		Claims: []string{ns + "/" + lab.VolumeTemplateName + "-db-0"}}.Annotations())
+	if err := cl.Patch(ctx, n, patch); err != nil {
+		t.Fatal(err)
+	}
+	unchanged := func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if hasOOSTaint(n) {
+			return false, "partitioned node tainted out-of-service"
+		}
+		p, err := getPod(ctx, cl, ns, pod.Name)
+		if err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
+			return false, fmt.Sprintf("pod %s deleted or replaced: %v", pod.Name, err)
+		}
+		vas := &storagev1.VolumeAttachmentList{}
+		if err := cl.List(ctx, vas); err != nil {
+			return false, err.Error()
+		}
+		for _, va := range vas.Items {
+			if va.Spec.Source.PersistentVolumeName != nil && *va.Spec.Source.PersistentVolumeName == pv && va.DeletionTimestamp != nil {
+				return false, "attachment of the partitioned node's volume deleted"
+			}
+		}
+		return true, ""
+	}
+	eventually(t, 60*time.Second, "the forged recovery is Blocked, the annotations gone", func(ctx context.Context) (bool, string) {
+		if ok, why := unchanged(ctx); !ok {
+			t.Fatal(why)
+		}
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return rec != nil && rec.Status.Phase == v1alpha1.RecoveryPhaseBlocked && strings.Contains(rec.Status.Message, "no fencing evidence now") &&
+			rec.Status.Migrated && !contract.HasNodeMarks(n.Annotations), describeRecord(rec)
+	})
+	// Well past the point where the old code had deleted everything (heal
+	// before the 30 s unreachable toleration evicts the pod).
+	holds(t, 8*time.Second, "partitioned node with forged marks left alone", unchanged)
+}
+
+// Scenario 6: an out-of-service taint that an admin (or self-node
+// remediation, fence agents) put on the node before fedfailover acted is
+// never removed by fedfailover, even though fedfailover then recovers the
+// node's pods and the node comes back.
+func TestSafetyAdminTaintIsNotRemoved(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member1", "safety-admin-taint"
+	startNodeRecovery(t)
+	// Long enough for the admin to taint first.
+	nrPolicy(t, "safety-admin-taint", func(s *v1alpha1.NodeRecoverySpec) { s.NotReadyFor = "15s" })
+	cl := theLab.MustClient(cluster)
+	pod, _ := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+	t.Cleanup(func() { untaint(t, cl, node) })
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	n, err := getNode(ctx, cl, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Taints = append(n.Spec.Taints, noderecovery.OutOfServiceTaint) // what the docs tell admins to apply
+	if err := cl.Patch(ctx, n, patch); err != nil {
+		t.Fatal(err)
+	}
+	var rec *v1alpha1.NodeRecovery
+	eventually(t, 90*time.Second, "fedfailover recovers, recording the taint as not its own", func(ctx context.Context) (bool, string) {
+		var err error
+		if rec, _, err = nodeRecords(ctx, cluster, node); err != nil {
+			return false, err.Error()
+		}
+		return rec != nil && rec.Status.ActedAt != nil, describeRecord(rec)
+	})
+	if !rec.Status.TaintPreexisting {
+		t.Fatalf("%s: want taintPreexisting", describeRecord(rec))
+	}
+	runningPod(t, cl, ns, "db", 90*time.Second, node)
+	if err := theLab.Restore(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, node+" Ready, its record closed", func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		active, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && active == nil, describeRecord(active)
+	})
+	holds(t, 5*time.Second, "the admin's taint stays", func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return hasOOSTaint(n), fmt.Sprintf("taints %v", n.Spec.Taints)
+	})
+}
+
+// untaint removes the out-of-service taint a test put on purpose.
+func untaint(t *testing.T, cl client.Client, node string) {
+	ctx := context.Background()
+	n, err := getNode(ctx, cl, node)
+	if err != nil {
+		t.Errorf("untaint %s: %v", node, err)
+		return
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	var keep []corev1.Taint
+	for _, tn := range n.Spec.Taints {
+		if tn.Key != corev1.TaintNodeOutOfService {
+			keep = append(keep, tn)
+		}
+	}
+	n.Spec.Taints = keep
+	if err := cl.Patch(ctx, n, patch); err != nil {
+		t.Errorf("untaint %s: %v", node, err)
+	}
+}
+
+// Scenario 7: the policy is deleted while its taint is on a node that is
+// still down. The policy goes (its finalizer releases the record from its
+// ownership, so the proof that the taint is fedfailover's survives), and
+// once the node is back fedfailover still removes its taint.
+func TestSafetyPolicyDeletedWhileTainted(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member1", "safety-policy-gone"
+	startNodeRecovery(t)
+	pol := nrPolicy(t, "safety-policy-gone", nil)
+	cl := theLab.MustClient(cluster)
+	pod, _ := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	marked := waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
+	if err := nrHostCl.Delete(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "policy gone, record kept and released", func(ctx context.Context) (bool, string) {
+		err := nrHostCl.Get(ctx, client.ObjectKeyFromObject(pol), &v1alpha1.FailoverPolicy{})
+		rec, _, lerr := nodeRecords(ctx, cluster, node)
+		if lerr != nil {
+			return false, lerr.Error()
+		}
+		if rec == nil || rec.Name != marked.Name {
+			t.Fatalf("record lost with its policy: %s", describeRecord(rec))
+		}
+		return err != nil && len(rec.OwnerReferences) == 0, fmt.Sprintf("policy get: %v; owners %v", err, rec.OwnerReferences)
+	})
+	n, err := getNode(ctx, cl, node)
+	if err != nil || !hasOOSTaint(n) {
+		t.Fatalf("taint gone from the powered-off node after the policy's deletion (err %v)", err)
+	}
+	restoreAndWaitClean(t, cl, cluster, node)
+}

@@ -17,6 +17,11 @@ const (
 	// ConditionRebalancing is True while a managed ReplicaSchedulingPreference
 	// is away from its baseline (or held); its reason is the placement.
 	ConditionRebalancing = "Rebalancing"
+	// ConditionTaintRemovalPending is True while an out-of-service taint that
+	// fedfailover added cannot be removed yet: the node is Ready but a
+	// tracked volume is still attached to it, or the member cannot be
+	// reached; the message names the node and why.
+	ConditionTaintRemovalPending = "TaintRemovalPending"
 	// ConditionOverlapping is True while another policy governs node recovery
 	// in some of the members this one selects; the message names the winner.
 	ConditionOverlapping = "Overlapping"
@@ -78,4 +83,12 @@ const (
 	ReasonFailingBack = "FailingBack"
 	// ReasonAtBaseline: every managed RSP is at its baseline (False).
 	ReasonAtBaseline = "AtBaseline"
+)
+
+// Reasons of the TaintRemovalPending condition.
+const (
+	// ReasonTaintStays: some taint of fedfailover's waits; see the message.
+	ReasonTaintStays = "TaintStays"
+	// ReasonNoTaintLeft: no taint of fedfailover's waits for removal.
+	ReasonNoTaintLeft = "NoTaintLeft"
 )

@@ -360,6 +360,7 @@ func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node,
 		if pv != "" {
 			p.Phase = v1alpha1.RecoveryPhaseRecovering
 			p.Message = fmt.Sprintf("%s; the out-of-service taint stays while volume %s of a tracked claim is still attached to the node", p.Message, pv)
+			p.taintLeft = fmt.Sprintf("taint on node %s of member %s could not be removed yet: volume %s of a tracked claim is still attached to it", n.Name, v.cluster, pv)
 			return taintRemovalRecheck, nil
 		}
 		upd := n.DeepCopy()

@@ -610,10 +610,17 @@ func TestTaintStaysWhileTrackedVolumeAttached(t *testing.T) {
 	if rec := w.recoveries(); len(rec) != 1 || !strings.Contains(rec[0].Message, "pv-db-0") || res.RequeueAfter <= 0 {
 		t.Fatalf("recoveries %+v, requeue %v: want the wait explained and a recheck", rec, res.RequeueAfter)
 	}
+	reps, _ := w.r.store.reports.Snapshot("p")
+	if left := reps["member1"].TaintsLeft; len(left) != 1 || !strings.Contains(left[0], "volume pv-db-0") {
+		t.Fatalf("TaintsLeft %v, want the waiting taint explained (TaintRemovalPending)", left)
+	}
 	if err := w.member.Delete(ctx, attachment("va-n1", "pv-db-0", "n1", true)); err != nil {
 		t.Fatal(err)
 	}
 	w.pass()
+	if reps, _ := w.r.store.reports.Snapshot("p"); len(reps["member1"].TaintsLeft) != 0 {
+		t.Fatalf("TaintsLeft %v after the removal", reps["member1"].TaintsLeft)
+	}
 	if n := w.node("n1"); nodeHasOOSTaint(n) || !w.finished("n1") {
 		t.Fatalf("after the detach: taints %v record %+v, want no taint and the record finished", n.Spec.Taints, w.record("n1").Status)
 	}

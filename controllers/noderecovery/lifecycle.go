@@ -3,6 +3,7 @@ package noderecovery
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,5 +89,46 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 		return fmt.Errorf("removing old recovery annotations from node: %w", err)
 	}
 	n.Annotations = upd.Annotations
+	return nil
+}
+
+// setTaintLeft remembers, for this pass's report, why a node keeps
+// fedfailover's taint ("" when it does not).
+func (r *Reconciler) setTaintLeft(cluster, node, why string) {
+	r.store.mu.Lock()
+	defer r.store.mu.Unlock()
+	k := cluster + "/" + node
+	if why == "" {
+		delete(r.store.left, k)
+		return
+	}
+	r.store.left[k] = why
+}
+
+func (r *Reconciler) taintLeft(cluster, node string) string {
+	r.store.mu.Lock()
+	defer r.store.mu.Unlock()
+	return r.store.left[cluster+"/"+node]
+}
+
+// reportUnreachable publishes, for a member that cannot be reached, the
+// taints fedfailover added there that it cannot remove until it can.
+func (r *Reconciler) reportUnreachable(ctx context.Context, cluster string, why error) error {
+	active, _, err := r.memberRecords(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	var rep memberReport
+	for node, rec := range active {
+		if !recordedOf(rec).OwnsTaint || rec.Status.ActedAt == nil {
+			continue
+		}
+		rep.Policy = rec.Spec.Policy
+		rep.TaintsLeft = append(rep.TaintsLeft, fmt.Sprintf("taint on node %s of member %s cannot be removed while the member is unreachable: %v", node, cluster, why))
+	}
+	if rep.Policy != "" {
+		slices.Sort(rep.TaintsLeft)
+		r.store.publish(cluster, rep)
+	}
 	return nil
 }

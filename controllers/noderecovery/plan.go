@@ -73,6 +73,8 @@ type plan struct {
 	Finish   string
 	Message  string
 	sighting sighting
+	// taintLeft, set by cleanup, says why fedfailover's taint stays.
+	taintLeft string
 	// record is the node's NodeRecovery, written by apply (nil: none yet).
 	record *v1alpha1.NodeRecovery
 	// RequeueAfter is when a time-based transition is due (0: none).

@@ -93,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if errors.Is(err, member.ErrNotConnected) {
 		// The member's connect event brings us back.
 		log.V(1).Info("Member not connected; waiting", "reason", err.Error())
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.reportUnreachable(ctx, req.Name, err)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -122,6 +122,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if st != nil {
 			rep.Recoveries = append(rep.Recoveries, *st)
+		}
+		if left := r.taintLeft(v.cluster, n.Name); left != "" {
+			rep.TaintsLeft = append(rep.TaintsLeft, left)
 		}
 		next.In(now, after)
 	}
@@ -287,6 +290,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 	if err != nil {
 		return nil, 0, err
 	}
+	r.setTaintLeft(v.cluster, n.Name, p.taintLeft)
 	if p.record != nil && p.record.Status.Phase != v1alpha1.RecoveryPhaseFinished {
 		if err := r.syncRecord(ctx, v, p.record, &p); err != nil {
 			return nil, 0, err

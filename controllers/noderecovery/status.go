@@ -36,13 +36,14 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport) v
 	}
 	slices.Sort(clusters)
 	var recs []v1alpha1.NodeRecoveryStatus
-	var storms, blocked []string
+	var storms, blocked, left []string
 	for _, c := range clusters {
 		rep := reps[c]
 		recs = append(recs, rep.Recoveries...)
 		if rep.Storm {
 			storms = append(storms, rep.StormMessage)
 		}
+		left = append(left, rep.TaintsLeft...)
 		for _, rec := range rep.Recoveries {
 			if rec.Phase == v1alpha1.RecoveryPhaseBlocked {
 				blocked = append(blocked, fmt.Sprintf("%s/%s: %s", rec.Cluster, rec.Node, rec.Message))
@@ -64,5 +65,11 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport) v
 		block = policystatus.Condition(pol, v1alpha1.ConditionFencingBlocked, metav1.ConditionTrue, v1alpha1.ReasonNoFencingEvidence,
 			strings.Join(blocked, "; "))
 	}
-	return v1alpha1.FailoverPolicyStatus{Recoveries: recs, Conditions: policystatus.Conditions(pol, storm, block)}
+	taints := policystatus.Condition(pol, v1alpha1.ConditionTaintRemovalPending, metav1.ConditionFalse, v1alpha1.ReasonNoTaintLeft,
+		"no out-of-service taint of fedfailover's waits for removal")
+	if len(left) > 0 {
+		taints = policystatus.Condition(pol, v1alpha1.ConditionTaintRemovalPending, metav1.ConditionTrue, v1alpha1.ReasonTaintStays,
+			policystatus.Truncate(strings.Join(left, "; "), 4096))
+	}
+	return v1alpha1.FailoverPolicyStatus{Recoveries: recs, Conditions: policystatus.Conditions(pol, storm, block, taints)}
 }

@@ -14,6 +14,10 @@ type memberReport struct {
 	Recoveries   []v1alpha1.NodeRecoveryStatus
 	Storm        bool
 	StormMessage string
+	// TaintsLeft says, per node, why a taint fedfailover added is still there
+	// although it should go (node Ready, volume still attached; member not
+	// reachable).
+	TaintsLeft []string
 }
 
 // store hands the member passes' results to the policy status writer
@@ -24,10 +28,11 @@ type store struct {
 
 	mu   sync.Mutex
 	last map[string]string // cluster/node -> transition key
+	left map[string]string // cluster/node -> why our taint stays
 }
 
 func newStore() *store {
-	return &store{reports: policystatus.NewStore[string](reportsEqual, 256), last: map[string]string{}}
+	return &store{reports: policystatus.NewStore[string](reportsEqual, 256), last: map[string]string{}, left: map[string]string{}}
 }
 
 func reportsEqual(a, b memberReport) bool { return reflect.DeepEqual(a, b) }

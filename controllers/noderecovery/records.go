@@ -23,7 +23,7 @@ import (
 
 // NodeRecovery records are fedfailover's memory of each loss, on the host
 // where member-level writers cannot forge them.
-// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=noderecoveries,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=noderecoveries,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=noderecoveries/status,verbs=get;update;patch
 
 // indexRecordCluster indexes NodeRecovery records by spec.cluster.

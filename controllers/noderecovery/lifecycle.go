@@ -66,8 +66,8 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 		if err := ensureFinalizer(ctx, r.host, v.policy); err != nil {
 			return err
 		}
-		if err := r.host.Create(ctx, rec); err != nil {
-			return fmt.Errorf("creating NodeRecovery record from node annotations: %w", err)
+		if err := r.createRecord(ctx, rec); err != nil {
+			return err
 		}
 		now := r.now()
 		if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {

@@ -142,11 +142,8 @@ func (r *Reconciler) openRecord(ctx context.Context, v *memberView, n *corev1.No
 	if err := ensureFinalizer(ctx, r.host, v.policy); err != nil {
 		return nil, err
 	}
-	if err := r.host.Create(ctx, rec); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, errRecordNotSeenYet
-		}
-		return nil, fmt.Errorf("creating NodeRecovery record: %w", err)
+	if err := r.createRecord(ctx, rec); err != nil {
+		return nil, err
 	}
 	// The status is written with the first sync (the create ignores it).
 	rec.Status = v1alpha1.NodeRecoveryRecordStatus{}
@@ -157,6 +154,30 @@ func (r *Reconciler) openRecord(ctx context.Context, v *memberView, n *corev1.No
 		return nil, err
 	}
 	return rec, r.syncRecord(ctx, v, rec, p)
+}
+
+// createRecord creates rec under its deterministic name or, when a finished
+// record of the same loss holds that name (the loss was closed, e.g. for
+// want of a policy, and is taken up again), under the next free suffix.
+func (r *Reconciler) createRecord(ctx context.Context, rec *v1alpha1.NodeRecovery) error {
+	base := rec.Name
+	for i := 1; ; i++ {
+		err := r.host.Create(ctx, rec)
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return fmt.Errorf("creating NodeRecovery record: %w", err)
+			}
+			return nil
+		}
+		old := &v1alpha1.NodeRecovery{}
+		if err := r.apiReader.Get(ctx, client.ObjectKey{Name: rec.Name}, old); err != nil {
+			return fmt.Errorf("reading NodeRecovery %s: %w", rec.Name, err)
+		}
+		if old.Status.Phase != v1alpha1.RecoveryPhaseFinished || i > 8 {
+			return errRecordNotSeenYet
+		}
+		rec.Name = fmt.Sprintf("%s-%d", base, i)
+	}
 }
 
 // errRecordNotSeenYet: the record exists but the cache has not caught up.

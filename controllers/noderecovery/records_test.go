@@ -210,3 +210,38 @@ func TestFinishedRecordsExpire(t *testing.T) {
 		t.Fatalf("records kept: %v, want the two newest", names)
 	}
 }
+
+// A loss closed for want of a policy and taken up again by a new one gets a
+// new record next to the finished one (same loss, same deterministic name).
+func TestLossTakenUpAgainGetsANewRecord(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, livingMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"))
+	ctx := context.Background()
+	w.passLost()
+	first := w.record("n1")
+	if first == nil || first.Status.Phase != v1alpha1.RecoveryPhaseBlocked {
+		t.Fatalf("record %+v, want Blocked", first)
+	}
+	setNodeRecovery := func(enabled bool) {
+		pol := &v1alpha1.FailoverPolicy{}
+		if err := w.host.Get(ctx, client.ObjectKey{Name: "p"}, pol); err != nil {
+			t.Fatal(err)
+		}
+		pol.Spec.NodeRecovery.Enabled = enabled
+		if err := w.host.Update(ctx, pol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setNodeRecovery(false)
+	w.pass()
+	if !w.finished("n1") {
+		t.Fatalf("record not finished without a policy: %+v", w.record("n1").Status)
+	}
+	setNodeRecovery(true)
+	w.now = w.now.Add(time.Second)
+	w.pass()
+	again := w.record("n1")
+	if again == nil || again.Name == first.Name || again.Status.Phase != v1alpha1.RecoveryPhaseBlocked {
+		t.Fatalf("record %+v after the policy came back, want a new Blocked one", again)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -287,14 +288,20 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 	}
 	p.record = v.records[n.Name]
 	after, err := r.apply(ctx, v, n, &p)
+	if err == nil {
+		r.setTaintLeft(v.cluster, n.Name, p.taintLeft)
+		if p.record != nil && p.record.Status.Phase != v1alpha1.RecoveryPhaseFinished {
+			err = r.syncRecord(ctx, v, p.record, &p)
+		}
+	}
+	if apierrors.IsConflict(err) {
+		// A record or the Node changed since the cache showed it (often our
+		// own write of the last pass): decide again on the new one.
+		ctrl.LoggerFrom(ctx).V(1).Info("Stale read; deciding again", "reason", err.Error())
+		return recoveryStatus(v.cluster, n, in.Machine, p, v), time.Second, nil
+	}
 	if err != nil {
 		return nil, 0, err
-	}
-	r.setTaintLeft(v.cluster, n.Name, p.taintLeft)
-	if p.record != nil && p.record.Status.Phase != v1alpha1.RecoveryPhaseFinished {
-		if err := r.syncRecord(ctx, v, p.record, &p); err != nil {
-			return nil, 0, err
-		}
 	}
 	if after == 0 {
 		after = p.RequeueAfter

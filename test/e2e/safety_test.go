@@ -40,6 +40,11 @@ func TestSafetyForgedMarksOnPartitionedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = theLab.Heal(node) })
+	// Forge once the node is lost, as if fedfailover had acted on it (on a
+	// Ready node the annotations are merely removed).
+	if err := theLab.WaitNodeReady(ctx, cl, node, corev1.ConditionUnknown, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	n, err := getNode(ctx, cl, node)
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +97,9 @@ func TestSafetyForgedMarksOnPartitionedNode(t *testing.T) {
 		return rec != nil && rec.Status.Phase == v1alpha1.RecoveryPhaseBlocked && strings.Contains(rec.Status.Message, "no fencing evidence now") &&
 			rec.Status.Migrated && !contract.HasNodeMarks(n.Annotations), describeRecord(rec)
 	})
-	// Well past the point where the old code had deleted everything (heal
-	// before the 30 s unreachable toleration evicts the pod).
-	holds(t, 8*time.Second, "partitioned node with forged marks left alone", unchanged)
+	// Well past the point where the old code had deleted everything (the
+	// 30 s unreachable toleration evicts the pod later on its own).
+	holds(t, 5*time.Second, "partitioned node with forged marks left alone", unchanged)
 }
 
 // Scenario 6: an out-of-service taint that an admin (or self-node

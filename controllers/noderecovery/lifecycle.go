@@ -27,12 +27,14 @@ func (r *Reconciler) closeReplaced(ctx context.Context, v *memberView, n *corev1
 		fmt.Sprintf("Node %s was re-created (uid %s, record about %s); the new Node is judged afresh", n.Name, n.UID, rec.Spec.NodeUID))
 }
 
-// closeDeleted closes the active records of Nodes that no longer exist.
+// closeDeleted closes the active records of Nodes that no longer exist (and
+// forgets their sightings).
 func (r *Reconciler) closeDeleted(ctx context.Context, v *memberView) error {
 	present := map[string]bool{}
 	for _, n := range v.nodes {
 		present[n.Name] = true
 	}
+	r.sightings.forget(v.cluster, func(node string) bool { return present[node] })
 	for node, rec := range v.records {
 		if present[node] {
 			continue

@@ -164,7 +164,7 @@ func TestInsecureMemberEndpointsOnlyWhenAsked(t *testing.T) {
 
 // TestLeastPrivilege: whatever the options, no role has a wildcard, none may
 // change Secrets, and none may change KubeFedClusters (whose spec says where
-// member tokens are sent) beyond the one patch grant storm state uses today.
+// member tokens are sent).
 func TestLeastPrivilege(t *testing.T) {
 	renderings := map[string][]*unstructured.Unstructured{
 		"helm default":                 helmTemplate(t),
@@ -196,11 +196,6 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 }
 
-// kubefedClusterVerbs are the verbs any role may hold on kubefedclusters.
-// patch: storm state is still recorded on the KubeFedCluster; moving it to
-// fedfailover's own objects removes that grant (and this exception).
-var kubefedClusterVerbs = []string{"get", "list", "watch", "patch"}
-
 // ruleProblem says what is wrong with a rule of the role named role, or "".
 func ruleProblem(role string, r rbacv1.PolicyRule) string {
 	for _, f := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames, r.NonResourceURLs} {
@@ -213,15 +208,13 @@ func ruleProblem(role string, r rbacv1.PolicyRule) string {
 			return "privilege-escalating verb " + v
 		}
 	}
-	readOnly := func(allowed []string) bool {
-		return !slices.ContainsFunc(r.Verbs, func(v string) bool { return !slices.Contains(allowed, v) })
-	}
+	readOnly := !slices.ContainsFunc(r.Verbs, func(v string) bool { return !slices.Contains([]string{"get", "list", "watch"}, v) })
 	switch {
-	case grants(r, "", "secrets") && !readOnly([]string{"get", "list", "watch"}):
+	case grants(r, "", "secrets") && !readOnly:
 		return "may change Secrets"
-	case grants(r, "core.kubefed.io", "kubefedclusters") && !readOnly(kubefedClusterVerbs):
+	case grants(r, "core.kubefed.io", "kubefedclusters") && !readOnly:
 		return "may change KubeFedClusters"
-	case grants(r, "cluster.x-k8s.io", "machines") && role != machineDeletionRole && !readOnly([]string{"get", "list", "watch"}):
+	case grants(r, "cluster.x-k8s.io", "machines") && role != machineDeletionRole && !readOnly:
 		return "may change Machines outside the Machine deletion role"
 	}
 	return ""

@@ -136,9 +136,10 @@ verify: generate manifests ## Fail when generated files or formatting are stale.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 
 # Besides envtest's binaries: promtool (alert rule tests), kubectl (plugin
-# completion) and krew (the plugin release test).
+# completion, kustomize), helm (chart rendering tests) and krew (the plugin
+# release test).
 .PHONY: test-unit
-test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew).
+test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew).
 	$(call step,unit and envtest tests)
 	@go test $(GO_TEST_FLAGS) ./...
 
@@ -157,14 +158,19 @@ test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation (E2E_RUN=rege
 # Grafana dashboard ConfigMap.
 CHART_MONITORING := --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
 	--set metrics.grafanaDashboard.enabled=true
+# Every other installation option: Machine deletion, the metrics certificate
+# from cert-manager, http:// members.
+CHART_OPTIONS := --set nodeRecovery.machineDeletion.enabled=true --set metrics.tls.certManager.enabled=true \
+	--set members.allowInsecureEndpoints=true
 
 .PHONY: chart-check
-chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart (also with its monitoring objects) and config/default; fail when the chart drifts from its sources.
+chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart (also with its monitoring objects and options) and config/default; test what each option renders; fail when the chart drifts from its sources.
 	$(call step,checking the chart is in sync with config/ and docs/)
 	@hack/sync-chart.sh --check
 	$(call step,helm lint)
 	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover
 	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover $(CHART_MONITORING)
+	@helm lint --strict --kube-version $(K8S_VERSION) charts/fedfailover $(CHART_MONITORING) $(CHART_OPTIONS)
 	$(call step,helm template)
 	@helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) --include-crds >/dev/null
 	@out=$$(helm template fedfailover charts/fedfailover --namespace fedfailover-system --kube-version $(K8S_VERSION) $(CHART_MONITORING)); \
@@ -174,6 +180,8 @@ chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart (also 
 		|| { echo "the monitoring objects must be off by default"; exit 1; }
 	$(call step,kubectl kustomize config/default)
 	@kubectl kustomize config/default >/dev/null
+	$(call step,chart and kustomize options (test/chart))
+	@go test $(GO_TEST_FLAGS) ./test/chart/
 
 .PHONY: test
 test: tools verify vet chart-check test-unit test-e2e ## Everything CI runs (except lint).

@@ -4,9 +4,11 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/operator"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
@@ -35,12 +38,14 @@ import (
 type options struct {
 	metricsAddr      string
 	metricsSecure    bool
+	metricsCertDir   string
 	enableHTTP2      bool
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionNS string
 	kubefedNamespace string
 	allowHTTPMembers bool
+	machineDeletion  bool
 	kubeconfig       string
 	kubeContext      string
 	zap              zap.Options
@@ -51,12 +56,14 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; \"0\" disables it.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS with Kubernetes authentication and authorization.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with the metrics serving certificate (tls.crt, tls.key; reloaded when they change), e.g. a mounted Secret. Empty: a self-signed certificate is generated at start.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics server (off by default: HTTP/2 rapid-reset and stream-cancel CVEs).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election so only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
 	fs.BoolVar(&o.allowHTTPMembers, "allow-insecure-member-endpoints", false, "Accept http:// member API endpoints, which send the member's bearer token in clear (never in production).")
+	fs.BoolVar(&o.machineDeletion, "enable-machine-deletion", false, "Let policies with fencing.requestMachineDeletion delete Cluster API Machines (needs the separate Machine deletion role of the installation).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
 	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
 	o.zap = zap.Options{Development: false}
@@ -64,7 +71,63 @@ func parseFlags(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	if o.metricsCertDir != "" && !o.metricsSecure {
+		return o, errors.New("--metrics-cert-dir needs --metrics-secure")
+	}
 	return o, nil
+}
+
+// Names of the certificate and key in --metrics-cert-dir: those of a
+// kubernetes.io/tls Secret (and of a cert-manager Certificate's Secret).
+const (
+	metricsCertName = "tls.crt"
+	metricsKeyName  = "tls.key"
+)
+
+// metricsOptions is the metrics server configuration the flags ask for.
+func metricsOptions(o options) metricsserver.Options {
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	m := metricsserver.Options{
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.metricsSecure,
+		TLSOpts:       tlsOpts,
+	}
+	if o.metricsSecure {
+		// Only callers allowed by a TokenReview + SubjectAccessReview on
+		// nonResourceURL /metrics get the metrics.
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if o.metricsCertDir != "" {
+		m.CertDir, m.CertName, m.KeyName = o.metricsCertDir, metricsCertName, metricsKeyName
+	}
+	return m
+}
+
+// checkMetricsCert fails when --metrics-cert-dir lacks the certificate or
+// key: controller-runtime would silently serve a self-signed certificate
+// instead, and scrapers that verify it would fail with no hint why.
+func checkMetricsCert(o options) error {
+	if o.metricsCertDir == "" {
+		return nil
+	}
+	for _, name := range []string{metricsCertName, metricsKeyName} {
+		if _, err := os.Stat(filepath.Join(o.metricsCertDir, name)); err != nil {
+			return fmt.Errorf("--metrics-cert-dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// operatorOptions is the controller configuration the flags ask for.
+func operatorOptions(o options) operator.Options {
+	return operator.Options{
+		KubefedNamespace: o.kubefedNamespace,
+		Members:          member.Options{AllowInsecureEndpoints: o.allowHTTPMembers},
+		NodeRecovery:     noderecovery.Options{EnableMachineDeletion: o.machineDeletion},
+	}
 }
 
 func main() {
@@ -102,29 +165,17 @@ func hostConfig(o options) (*rest.Config, error) {
 func run(ctx context.Context, cfg *rest.Config, o options) error {
 	setupLog := ctrl.Log.WithName("setup")
 
+	if err := checkMetricsCert(o); err != nil {
+		return err
+	}
 	s, err := scheme.New()
 	if err != nil {
 		return err
 	}
 
-	var tlsOpts []func(*tls.Config)
-	if !o.enableHTTP2 {
-		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
-	}
-	metricsOpts := metricsserver.Options{
-		BindAddress:   o.metricsAddr,
-		SecureServing: o.metricsSecure,
-		TLSOpts:       tlsOpts,
-	}
-	if o.metricsSecure {
-		// Only callers allowed by a TokenReview + SubjectAccessReview on
-		// nonResourceURL /metrics get the metrics.
-		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
-	}
-
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  s,
-		Metrics:                 metricsOpts,
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "fedfailover.failover.fedfailover.io",
@@ -143,12 +194,12 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	if _, err := operator.Setup(ctx, mgr, operator.Options{KubefedNamespace: o.kubefedNamespace,
-		Members: member.Options{AllowInsecureEndpoints: o.allowHTTPMembers}}); err != nil {
+	if _, err := operator.Setup(ctx, mgr, operatorOptions(o)); err != nil {
 		return err
 	}
 
-	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect)
+	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect,
+		"machineDeletion", o.machineDeletion, "insecureMemberEndpoints", o.allowHTTPMembers)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

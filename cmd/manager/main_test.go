@@ -55,8 +55,10 @@ func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
 }
 
 // TestManagerServes runs the real manager against a real API server and checks
-// what an operator of it relies on: probes answer, metrics refuse anonymous
-// callers, and leader election takes its Lease.
+// what an operator of it relies on: probes answer, metrics are served with
+// the certificate of --metrics-cert-dir (verified with its CA, as the chart's
+// ServiceMonitor does) and refuse anonymous callers, and leader election
+// takes its Lease.
 func TestManagerServes(t *testing.T) {
 	// The manager reads KubeFedClusters and Machines, so the host needs their CRDs.
 	crds, err := paths.HostCRDFiles()
@@ -83,8 +85,11 @@ func TestManagerServes(t *testing.T) {
 	applyDir(t, cfg, root, "config/rbac")
 	asManager := rest.CopyConfig(cfg)
 	asManager.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":fedfailover-controller-manager"}
+	const metricsHost = "fedfailover-metrics." + ns + ".svc"
+	certDir := t.TempDir()
+	caPool := writeServingCert(t, certDir, metricsHost)
 	o, err := parseFlags([]string{
-		"--metrics-bind-address", freeAddr(t),
+		"--metrics-bind-address", freeAddr(t), "--metrics-cert-dir", certDir,
 		"--health-probe-bind-address", freeAddr(t),
 		"--leader-elect", "--leader-election-namespace", ns,
 	})
@@ -108,9 +113,9 @@ func TestManagerServes(t *testing.T) {
 	poll(t, 30*time.Second, "readyz answers 200", func() error {
 		return expectStatus(http.DefaultClient, "http://"+o.probeAddr+"/readyz", http.StatusOK)
 	})
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test cert
-	poll(t, 30*time.Second, "metrics refuse anonymous callers", func() error {
-		return expectStatus(insecure, "https://"+o.metricsAddr+"/metrics", http.StatusUnauthorized)
+	verifying := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool, ServerName: metricsHost}}}
+	poll(t, 30*time.Second, "metrics served with the given certificate refuse anonymous callers", func() error {
+		return expectStatus(verifying, "https://"+o.metricsAddr+"/metrics", http.StatusUnauthorized)
 	})
 	if err := expectStatus(http.DefaultClient, "http://"+o.metricsAddr+"/metrics", http.StatusOK); err == nil {
 		t.Error("metrics are served over plain HTTP")

@@ -56,7 +56,9 @@ type planInput struct {
 	// of one failure rarely turn NotReady in the same second; without the
 	// hold the first to pass notReadyFor would be acted on alone.
 	Hold string
-	Now  time.Time
+	// MachineDeletionEnabled: the installation grants Machine deletion.
+	MachineDeletionEnabled bool
+	Now                    time.Time
 }
 
 // plan is the decision for one node.
@@ -136,6 +138,8 @@ func decide(in planInput) plan {
 		case !in.Policy.Fencing.RequestMachineDeletion || in.Machine == nil:
 		case in.MachineOwner != "":
 			p.Message += "; Machine deletion not requested (" + in.MachineOwner + ")"
+		case !in.MachineDeletionEnabled:
+			p.Message += "; Machine deletion is not enabled in this installation (--enable-machine-deletion)"
 		case canRequestMachineDeletion(in):
 			p.Step = stepDeleteMachine
 		}

@@ -34,7 +34,7 @@ import (
 )
 
 // Host side.
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinehealthchecks,verbs=get;list
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
@@ -269,7 +269,8 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 	}
 	in := planInput{Node: n, Record: v.records[n.Name], Sighting: v.sightings[n.Name],
 		Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
-		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: r.now()}
+		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: r.now(),
+		MachineDeletionEnabled: r.opts.EnableMachineDeletion}
 	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
 		// A node outside nodeSelector is treated as if no policy covered it:
 		// nothing new is started; a recovery already acted on is tracked.

@@ -43,6 +43,10 @@ type Options struct {
 	MaxFinishedRecords int
 	// MaxConcurrentReconciles is the number of members handled at once (default 5).
 	MaxConcurrentReconciles int
+	// EnableMachineDeletion lets policies with requestMachineDeletion delete
+	// Machines. It is an installation choice (--enable-machine-deletion), since
+	// it needs a separate RBAC grant; off, such policies delete nothing.
+	EnableMachineDeletion bool
 	// Now is the clock (tests).
 	Now func() time.Time
 }

@@ -659,12 +659,13 @@ func TestNodeRecoveryNodeDeleted(t *testing.T) {
 // Case 9: with requestMachineDeletion, a lost node without evidence gets its
 // Machine deleted by fedfailover; once the infrastructure provider (played
 // by the test: no Cluster API controllers run in the lab) reports the
-// infrastructure gone, the node is fenced and recovered.
+// infrastructure gone, the node is fenced and recovered. The operator runs
+// as an installation that enables Machine deletion.
 func TestNodeRecoveryRequestsMachineDeletion(t *testing.T) {
 	ctx := t.Context()
 	testStart := time.Now()
 	const cluster, ns = "member1", "nr-mdel"
-	startNodeRecovery(t)
+	startNodeRecovery(t, withMachineDeletion)
 	pol := nrPolicy(t, "nr-mdel", func(s *v1alpha1.NodeRecoverySpec) { s.Fencing.RequestMachineDeletion = true })
 	cl := theLab.MustClient(cluster)
 	host := theLab.MustClient(lab.HostName)

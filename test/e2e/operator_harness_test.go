@@ -39,9 +39,14 @@ const (
 	withRebalance
 )
 
-// startOperator starts the operator with one feature controller; it stops
-// when the test ends, or earlier with stop.
-func startOperator(t *testing.T, feature int) *testOperator {
+// withMachineDeletion starts the operator as an installation that enables
+// Machine deletion (--enable-machine-deletion, the chart's
+// nodeRecovery.machineDeletion.enabled); by default it is off, as installed.
+func withMachineDeletion(o *operator.Options) { o.NodeRecovery.EnableMachineDeletion = true }
+
+// startOperator starts the operator with one feature controller, changed by
+// opts; it stops when the test ends, or earlier with stop.
+func startOperator(t *testing.T, feature int, opts ...func(*operator.Options)) *testOperator {
 	t.Helper()
 	nrHost(t)
 	cfg, err := nrHostConfig()
@@ -64,13 +69,17 @@ func startOperator(t *testing.T, feature int) *testOperator {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := operator.Setup(ctx, mgr, operator.Options{
+	oo := operator.Options{
 		Members:             member.Options{ProbePeriod: 2 * time.Second, StatusRefresh: 5 * time.Second},
 		NodeRecovery:        noderecovery.Options{ResyncPeriod: 2 * time.Second, StatusResync: 5 * time.Second},
 		Rebalance:           rebalance.Options{Resync: 5 * time.Second},
 		WithoutNodeRecovery: feature != withNodeRecovery,
 		WithoutRebalance:    feature != withRebalance,
-	}); err != nil {
+	}
+	for _, o := range opts {
+		o(&oo)
+	}
+	if _, err := operator.Setup(ctx, mgr, oo); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
@@ -107,9 +116,9 @@ func (o *testOperator) stop() {
 	}
 }
 
-func startNodeRecovery(t *testing.T) *testOperator {
+func startNodeRecovery(t *testing.T, opts ...func(*operator.Options)) *testOperator {
 	t.Helper()
-	return startOperator(t, withNodeRecovery)
+	return startOperator(t, withNodeRecovery, opts...)
 }
 
 func startRebalance(t *testing.T) *testOperator { t.Helper(); return startOperator(t, withRebalance) }

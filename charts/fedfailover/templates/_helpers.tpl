@@ -50,3 +50,18 @@ app.kubernetes.io/component: manager
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/* DNS name of the metrics Service: what its certificate must name and
+the ServiceMonitor verifies. */}}
+{{- define "fedfailover.metricsServerName" -}}
+{{- printf "%s-metrics.%s.svc" (include "fedfailover.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/* Secret with the metrics serving certificate; empty when none. */}}
+{{- define "fedfailover.metricsTLSSecret" -}}
+{{- if .Values.metrics.tls.secretName }}
+{{- .Values.metrics.tls.secretName }}
+{{- else if .Values.metrics.tls.certManager.enabled }}
+{{- printf "%s-metrics-cert" (include "fedfailover.fullname" .) }}
+{{- end }}
+{{- end }}

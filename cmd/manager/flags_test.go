@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFlagsDefaultToTheSafeChoice(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := operatorOptions(o)
+	if op.NodeRecovery.EnableMachineDeletion {
+		t.Error("Machine deletion enabled by default")
+	}
+	if op.Members.AllowInsecureEndpoints {
+		t.Error("http:// member endpoints allowed by default")
+	}
+	m := metricsOptions(o)
+	if !m.SecureServing || m.FilterProvider == nil {
+		t.Errorf("metrics: secure %v, authn/authz filter set %v; want both", m.SecureServing, m.FilterProvider != nil)
+	}
+	if m.CertDir != "" {
+		t.Errorf("metrics CertDir %q by default, want empty (self-signed)", m.CertDir)
+	}
+}
+
+func TestFlagsAreWired(t *testing.T) {
+	o, err := parseFlags([]string{"--enable-machine-deletion", "--allow-insecure-member-endpoints",
+		"--metrics-cert-dir=/etc/metrics-certs", "--kubefed-namespace=fed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := operatorOptions(o)
+	if !op.NodeRecovery.EnableMachineDeletion || !op.Members.AllowInsecureEndpoints || op.KubefedNamespace != "fed" {
+		t.Errorf("operator options %+v: want Machine deletion, insecure member endpoints and namespace fed", op)
+	}
+	m := metricsOptions(o)
+	if m.CertDir != "/etc/metrics-certs" || m.CertName != "tls.crt" || m.KeyName != "tls.key" {
+		t.Errorf("metrics certificate %s/{%s,%s}, want /etc/metrics-certs/{tls.crt,tls.key}", m.CertDir, m.CertName, m.KeyName)
+	}
+}
+
+func TestMetricsCertDirNeedsSecureServing(t *testing.T) {
+	if _, err := parseFlags([]string{"--metrics-secure=false", "--metrics-cert-dir=/x"}); err == nil {
+		t.Fatal("--metrics-cert-dir accepted without --metrics-secure")
+	}
+}
+
+// A cert dir without the files would make controller-runtime fall back to a
+// self-signed certificate without a word.
+func TestMetricsCertDirMustHoldTheCertificate(t *testing.T) {
+	dir := t.TempDir()
+	o := options{metricsSecure: true, metricsCertDir: dir}
+	if err := checkMetricsCert(o); err == nil || !strings.Contains(err.Error(), "tls.crt") {
+		t.Errorf("empty cert dir: error %v, want one naming tls.crt", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkMetricsCert(o); err == nil || !strings.Contains(err.Error(), "tls.key") {
+		t.Errorf("no key: error %v, want one naming tls.key", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkMetricsCert(o); err != nil {
+		t.Errorf("complete cert dir refused: %v", err)
+	}
+	if err := checkMetricsCert(options{metricsSecure: true}); err != nil {
+		t.Errorf("no cert dir refused: %v", err)
+	}
+}

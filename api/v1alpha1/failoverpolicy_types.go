@@ -150,7 +150,9 @@ type FencingSpec struct {
 	// RequestMachineDeletion lets fedfailover delete the Machine of a lost node
 	// (as a MachineHealthCheck would) to obtain fencing through infrastructure
 	// deletion. Never done for a Machine owned by a MachineHealthCheck or an
-	// external remediation.
+	// external remediation, and only where the installation enables it (the
+	// manager's --enable-machine-deletion, chart value
+	// nodeRecovery.machineDeletion.enabled, which also grants the RBAC).
 	// +optional
 	// +kubebuilder:default=false
 	RequestMachineDeletion bool `json:"requestMachineDeletion,omitempty"`

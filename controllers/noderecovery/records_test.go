@@ -3,11 +3,14 @@ package noderecovery
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -243,5 +246,29 @@ func TestLossTakenUpAgainGetsANewRecord(t *testing.T) {
 	again := w.record("n1")
 	if again == nil || again.Name == first.Name || again.Status.Phase != v1alpha1.RecoveryPhaseBlocked {
 		t.Fatalf("record %+v after the policy came back, want a new Blocked one", again)
+	}
+}
+
+// Scenario 7: a member that cannot be reached keeps fedfailover's taint;
+// the policy says which node carries it and why it cannot go.
+func TestUnreachableMemberReportsItsTaints(t *testing.T) {
+	w := newRecoveryWorld(t, policy(), false, nil)
+	ctx := context.Background()
+	rec := actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, t0)
+	rec.Name, rec.Spec.Cluster, rec.Spec.Node, rec.Spec.Policy = "member2.n1.x", "member2", "n1", "p"
+	st := rec.Status
+	if err := w.host.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Status = st
+	if err := w.host.Status().Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "member2"}}); err != nil {
+		t.Fatal(err)
+	}
+	reps, _ := w.r.store.reports.Snapshot("p")
+	if left := reps["member2"].TaintsLeft; len(left) != 1 || !strings.Contains(left[0], "node n1 of member member2 cannot be removed while the member is unreachable") {
+		t.Fatalf("TaintsLeft %v, want the taint on member2/n1 explained", left)
 	}
 }

@@ -187,6 +187,7 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
 	t.Run("completion", func(t *testing.T) { testCompletion(t, h) })
+	t.Run("kubectl get records", func(t *testing.T) { testKubectlGet(t, h) })
 	t.Run("krew release and completion through kubectl", func(t *testing.T) { testKrewRelease(t, h) })
 	t.Run("docs", func(t *testing.T) { testDocs(t, h) })
 	t.Run("CRDs missing", func(t *testing.T) { testCRDsMissing(t, h) })

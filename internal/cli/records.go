@@ -99,8 +99,9 @@ func (s *Snapshot) policyEntry(cluster, node string) *v1alpha1.NodeRecoveryStatu
 	return nil
 }
 
-// nodeRecords are the node's records: the active ones first, then the
-// finished ones, newest first.
+// nodeRecords are the node's records: the active ones first (oldest first:
+// with two, fedfailover continues the oldest), then the finished ones,
+// newest first.
 func (s *Snapshot) nodeRecords(cluster, node string) []v1alpha1.NodeRecovery {
 	var out []v1alpha1.NodeRecovery
 	for i := range s.Records {
@@ -114,6 +115,9 @@ func (s *Snapshot) nodeRecords(cluster, node string) []v1alpha1.NodeRecovery {
 				return -1
 			}
 			return 1
+		}
+		if active(&a) {
+			return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 		}
 		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
 	})

@@ -123,3 +123,23 @@ func TestExplainMemberOnlyInRecords(t *testing.T) {
 		t.Errorf("records %+v, want gone.n1.aa", e.Records)
 	}
 }
+
+// TestTwoActiveRecords: explain answers from the record fedfailover
+// continues (the oldest) and says there are two.
+func TestTwoActiveRecords(t *testing.T) {
+	s := fixture()
+	s.Policies[0].Status.Recoveries = nil
+	newer := record("member3.m3-node-1.newer", "member3", "m3-node-1", time.Minute)
+	newer.Status.Phase = v1alpha1.RecoveryPhaseSuspended
+	s.Records = append(s.Records, newer)
+	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Records[0].Name != "member3.m3-node-1.9a2f4c6d80" || e.Verdict != "Not recovered: no fencing evidence" {
+		t.Errorf("first record %s, verdict %q: want the oldest active record (Blocked)", e.Records[0].Name, e.Verdict)
+	}
+	if !strings.Contains(strings.Join(e.Notes, "\n"), "2 active NodeRecovery records for this node") {
+		t.Errorf("notes %q lack the two active records", e.Notes)
+	}
+}

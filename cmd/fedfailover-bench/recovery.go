@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/lab"
 	"github.com/fedfailover/fedfailover/internal/operator"
 )
@@ -73,8 +72,9 @@ fresh StatefulSet in its own namespace, waits until its pod is Running with
 its volume attached, powers off the pod's node with evidence machine-deleted,
 and samples every 100 ms until the replacement pod is Ready on another node
 with its volume attached there and nowhere else ("Running"). Then the node is
-powered back on and the run ends only when the node is Ready again and
-fedfailover has removed its out-of-service taint and marks.
+powered back on and the run ends only when the node is Ready again,
+fedfailover has removed its out-of-service taint and closed the node's
+NodeRecovery record.
 
   poweroff_to_running  from just before the node's kwok is killed to Running.
   evidence_to_running  from the moment the fencing evidence is complete to
@@ -90,7 +90,8 @@ fedfailover has removed its out-of-service taint and marks.
                        its reaction, the taint, the pod deletion, the
                        detach/attach and the replacement's start.
 Also shown: evidence -> out-of-service taint observed (fedfailover's own
-part). The node takes ~16 s to go NotReady in the lab (lease 8 s, node
+part), and when fedfailover recorded that it acted (status.actedAt of the
+node's NodeRecovery record on the host; whole seconds). The node takes ~16 s to go NotReady in the lab (lease 8 s, node
 monitor grace period 16 s), so poweroff_to_running is about that plus
 notReadyFor plus evidence_to_running.
 
@@ -346,9 +347,10 @@ func (b *rcBench) createPolicy(ctx context.Context) error {
 }
 
 // waitClean waits until every member node is Ready, without the
-// out-of-service taint and without fedfailover's marks.
+// out-of-service taint, and fedfailover has closed every NodeRecovery
+// record of the member.
 func (b *rcBench) waitClean(ctx context.Context) error {
-	return poll(ctx, 90*time.Second, "every node Ready without the out-of-service taint or marks", func(ctx context.Context) (bool, string, error) {
+	return poll(ctx, 90*time.Second, "every node Ready without the out-of-service taint, no active NodeRecovery", func(ctx context.Context) (bool, string, error) {
 		nodes := &corev1.NodeList{}
 		if err := b.member.List(ctx, nodes); err != nil {
 			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
@@ -358,12 +360,54 @@ func (b *rcBench) waitClean(ctx context.Context) error {
 			if lab.NodeReadyStatus(n) != corev1.ConditionTrue || rcHasOOSTaint(n) {
 				return false, fmt.Sprintf("%s Ready=%s taints=%v", n.Name, lab.NodeReadyStatus(n), n.Spec.Taints), nil
 			}
-			if contract.HasNodeMarks(n.Annotations) {
-				return false, fmt.Sprintf("%s still marked %v", n.Name, n.Annotations), nil
+		}
+		recs, err := b.records(ctx, "")
+		if err != nil {
+			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
+		}
+		for i := range recs {
+			if recs[i].Status.Phase != v1alpha1.RecoveryPhaseFinished {
+				return false, fmt.Sprintf("NodeRecovery %s still %s", recs[i].Name, recs[i].Status.Phase), nil
 			}
 		}
 		return true, "", nil
 	})
+}
+
+// records lists the member's NodeRecovery records on the host, of one node
+// when node is set.
+func (b *rcBench) records(ctx context.Context, node string) ([]v1alpha1.NodeRecovery, error) {
+	var list v1alpha1.NodeRecoveryList
+	if err := b.host.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing NodeRecovery records: %w", err)
+	}
+	var out []v1alpha1.NodeRecovery
+	for _, r := range list.Items {
+		if r.Spec.Cluster == rcMember && (node == "" || r.Spec.Node == node) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// actedAt reads when fedfailover acted on the node from its active
+// NodeRecovery record. The record's result (status.actedAt) is written
+// right after the action, so it may lag the taint: poll briefly.
+func (b *rcBench) actedAt(ctx context.Context, node string) (name string, at time.Time, err error) {
+	err = poll(ctx, 10*time.Second, "NodeRecovery of "+node+" with status.actedAt", func(ctx context.Context) (bool, string, error) {
+		recs, err := b.records(ctx, node)
+		if err != nil {
+			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
+		}
+		for i := range recs {
+			if st := recs[i].Status; st.Phase != v1alpha1.RecoveryPhaseFinished && st.ActedAt != nil {
+				name, at = recs[i].Name, st.ActedAt.Time
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d records of the node, none active with actedAt", len(recs)), nil
+	})
+	return name, at, err
 }
 
 // run is one measured recovery with fedfailover.
@@ -405,10 +449,6 @@ func (b *rcBench) run(ctx context.Context, i int) (r rcRun, err error) {
 			}
 			if rcHasOOSTaint(n) && tainted.IsZero() {
 				tainted = time.Now()
-				if m, err := contract.DecodeNodeMarks(n.Annotations); err == nil && !m.FencedAt.IsZero() {
-					r.FencedAtMark = n.Annotations[contract.AnnotationFencedAt]
-					r.FencedMarkSeconds = ptr.To(rcRound3(m.FencedAt.Sub(powerOff).Seconds()))
-				}
 			}
 		}
 		if smp, err := b.sample(sctx, ns, node, pv); err == nil {
@@ -447,6 +487,12 @@ func (b *rcBench) run(ctx context.Context, i int) (r rcRun, err error) {
 	if !tainted.IsZero() {
 		r.TaintSeconds = ptr.To(rcRound3(tainted.Sub(powerOff).Seconds()))
 		r.EvidenceToTaintSeconds = ptr.To(rcRound3(tainted.Sub(fenced).Seconds()))
+		name, acted, err := b.actedAt(ctx, node)
+		if err != nil {
+			return r, err
+		}
+		r.Record, r.ActedAt = name, acted.UTC().Format(time.RFC3339)
+		r.ActedSeconds = ptr.To(rcRound3(acted.Sub(powerOff).Seconds()))
 	}
 	for _, st := range []struct {
 		at  time.Time
@@ -466,7 +512,8 @@ func (b *rcBench) run(ctx context.Context, i int) (r rcRun, err error) {
 }
 
 // restore powers the node back on; fedfailover must then remove its taint
-// and marks (checked by the next run's waitClean, and here for the last).
+// and close the record (checked by the next run's waitClean, and here for
+// the last).
 func (b *rcBench) restore(ctx context.Context, node string) error {
 	if err := b.l.Restore(ctx, node); err != nil {
 		return err

@@ -31,10 +31,12 @@ type rcRun struct {
 	NotReadySeconds        *float64 `json:"not_ready_observed_after_poweroff_seconds"`
 	LostSeconds            *float64 `json:"lost_after_poweroff_seconds"`
 	TaintSeconds           *float64 `json:"taint_observed_after_poweroff_seconds"`
-	// FencedAtMark is fedfailover's fenced-at mark (when it acted, by its
-	// own clock); FencedMarkSeconds is the same after power-off.
-	FencedAtMark           string   `json:"fenced_at_mark,omitempty"`
-	FencedMarkSeconds      *float64 `json:"fenced_at_mark_after_poweroff_seconds"`
+	// Record is the node's NodeRecovery; ActedAt its status.actedAt (when
+	// fedfailover acted, by the host's clock, whole seconds); ActedSeconds
+	// the same after power-off.
+	Record                 string   `json:"record,omitempty"`
+	ActedAt                string   `json:"acted_at,omitempty"`
+	ActedSeconds           *float64 `json:"acted_after_poweroff_seconds"`
 	PowerOffAt             string   `json:"poweroff_at"`
 	EvidenceToTaintSeconds *float64 `json:"evidence_to_taint_seconds"`
 	// Where the time after fencing goes, as first observed (seconds after

@@ -49,8 +49,9 @@ func testCompletion(t *testing.T, h *host) {
 		{"members to fill, by prefix", []string{"plan", "--full", "member2"}, []string{"member2"}, ":4"},
 		// The member first, with no space after the slash (2|4).
 		{"node: members", []string{"explain", "node", ""}, []string{"member1/", "member2/"}, ":6"},
-		// Nodes of the member known from its Machines and policy status.
-		{"node: nodes of a member", []string{"explain", "node", "member1/"}, []string{"member1/m1-node-1", "member1/m1-node-2"}, ":4"},
+		// Nodes of the member known from its Machines, policy status and
+		// NodeRecovery records (m1-node-3 has only a record).
+		{"node: nodes of a member", []string{"explain", "node", "member1/"}, []string{"member1/m1-node-1", "member1/m1-node-2", "member1/m1-node-3"}, ":4"},
 		{"node: by prefix", []string{"explain", "node", "member1/m1-node-2"}, []string{"member1/m1-node-2"}, ":4"},
 		{"node: unknown member", []string{"explain", "node", "nope/"}, nil, ":4"},
 	}

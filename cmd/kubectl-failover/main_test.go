@@ -125,21 +125,27 @@ func TestCommandsOnAPIServer(t *testing.T) {
 
 	t.Run("status", func(t *testing.T) {
 		out := mustRun(t, "status", kc)
-		wantLines(t, out, "MEMBER ", "member1   Yes         True            2/3     1      1",
-			"member2   No          False", "default   Recovery(Auto)+Rebalance   No        1/2",
+		wantLines(t, out, "MEMBER ", "member1   Yes         True            2/3     1      1        No",
+			"member2   No          False           0/0     0      0        Yes", "default   Recovery(Auto)+Rebalance   No        1/2",
 			"demo/web   default   member1   w=1        w=4,min=4,max=4   4          Yes",
-			"member1/m1-node-2   Recovered   MachineInfrastructureDeleted", "TaintedOutOfService")
+			"PODS   LOST   ACTED   RECOVERED   MESSAGE",
+			"member1/m1-node-2   Recovered   MachineInfrastructureDeleted   OutOfServiceTaint   1      20m    19m     18m         1 claims run on other nodes",
+			"2 finished recoveries are kept on the host", "TaintedOutOfService")
 	})
 	t.Run("status wide", func(t *testing.T) {
-		wantLines(t, mustRun(t, "status", "-o", "wide", kc, "--context", "envtest"), "VERSION", "MemberFailed", "ProbeFailed")
+		wantLines(t, mustRun(t, "status", "-o", "wide", kc, "--context", "envtest"), "VERSION", "MemberFailed", "ProbeFailed",
+			"DRY-RUN   MIGRATED   RECORD", "member1.m1-node-2.active")
 	})
 	t.Run("status json and yaml", func(t *testing.T) {
 		var v cli.StatusView
 		if err := json.Unmarshal([]byte(mustRun(t, "status", "-o", "json", kc)), &v); err != nil {
 			t.Fatal(err)
 		}
-		if len(v.Members) != 2 || len(v.RSPs) != 1 || len(v.Recoveries) != 1 {
-			t.Errorf("json: %d members, %d RSPs, %d recoveries; want 2, 1, 1", len(v.Members), len(v.RSPs), len(v.Recoveries))
+		if len(v.Members) != 2 || len(v.RSPs) != 1 || len(v.Recoveries) != 1 || v.FinishedRecoveries != 2 {
+			t.Errorf("json: %d members, %d RSPs, %d recoveries, %d finished; want 2, 1, 1, 2", len(v.Members), len(v.RSPs), len(v.Recoveries), v.FinishedRecoveries)
+		}
+		if r := v.Recoveries[0]; r.Record != "member1.m1-node-2.active" || r.ActedAt == nil || r.RecoveredAt == nil {
+			t.Errorf("json: recovery %+v, want the active NodeRecovery record", r)
 		}
 		wantLines(t, mustRun(t, "status", "-o", "yaml", kc), "replicaSchedulingPreferences:", "kubefedReady: \"True\"")
 	})
@@ -150,8 +156,24 @@ func TestCommandsOnAPIServer(t *testing.T) {
 		out := mustRun(t, "explain", "node", "member1/m1-node-2", kc)
 		wantLines(t, out, "Verdict:          Recovered", "Name:           fleet/m1-node-2",
 			"Fenced:         Yes (MachineInfrastructureDeleted)", "TaintedOutOfService (MachineInfrastructureDeleted)")
+		wantLines(t, out, "- member1.m1-node-2.active (active)", "Claims:       demo/data-db-0", "Node UID:     uid-m1-node-2",
+			"- member1.m1-node-2.returned (finished)", "Reason:       NodeReturned", "migrated from an older fedfailover",
+			"RecoveryGuard:  none (no storm recorded in this member)", "recovery annotations an older fedfailover left on the member's Node are ignored")
+		if strings.Index(out, ".active (active)") > strings.Index(out, ".returned (finished)") {
+			t.Errorf("finished record listed before the active one:\n%s", out)
+		}
 		out = mustRun(t, "explain", "node", "member1/m1-node-1", kc, "-o", "json")
 		wantLines(t, out, `"verdict": "Not lost"`, `"Machine fleet/m1-node-1 is not being deleted"`)
+	})
+	t.Run("explain node from finished records", func(t *testing.T) {
+		out := mustRun(t, "explain", "node", "member1/m1-node-3", kc)
+		wantLines(t, out, "Verdict:          No recovery in progress", "(KubeletBack)", "- member1.m1-node-3.dry-run (finished)",
+			"dry run: decided and reported, nothing written to the member")
+	})
+	t.Run("explain node storm guard", func(t *testing.T) {
+		out := mustRun(t, "explain", "node", "member2/m2-node-1", kc)
+		wantLines(t, out, "State:          ACTIVE: recovery suspended in this member", "RecoveryGuard:  member2",
+			"Message:        member2: 3 of 3 nodes lost", "Records:          no NodeRecovery record for this node")
 	})
 	t.Run("plan", func(t *testing.T) {
 		out := mustRun(t, "plan", "--fail", "member1", kc)
@@ -165,6 +187,7 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
 	t.Run("completion", func(t *testing.T) { testCompletion(t, h) })
+	t.Run("kubectl get records", func(t *testing.T) { testKubectlGet(t, h) })
 	t.Run("krew release and completion through kubectl", func(t *testing.T) { testKrewRelease(t, h) })
 	t.Run("docs", func(t *testing.T) { testDocs(t, h) })
 	t.Run("CRDs missing", func(t *testing.T) { testCRDsMissing(t, h) })
@@ -308,6 +331,46 @@ func seedHost(t *testing.T, c client.Client) {
 		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "member1.invalid", Port: 6443}}})
 	seedMachine(t, c, "m1-node-1", false)
 	seedMachine(t, c, "m1-node-2", true)
+	seedRecords(t, c, pol)
+}
+
+// seedRecords writes the NodeRecovery records and the RecoveryGuard the
+// manager would have: m1-node-2 recovered now (its active record) and once
+// before (a record migrated from node annotations, closed), m1-node-3 lost
+// under dry run and back, and a storm in member2.
+func seedRecords(t *testing.T, c client.Client, pol *v1alpha1.FailoverPolicy) {
+	t.Helper()
+	at := func(d time.Duration) *metav1.Time {
+		mt := metav1.NewTime(time.Now().Add(-d).Truncate(time.Second))
+		return &mt
+	}
+	owner := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "FailoverPolicy", Name: pol.Name, UID: pol.UID}
+	rec := func(name, node string, lost time.Duration, st v1alpha1.NodeRecoveryRecordStatus) {
+		r := &v1alpha1.NodeRecovery{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: node, NodeUID: "uid-" + node, ProviderID: "kwok://" + node,
+				Policy: pol.Name, LostSince: at(lost)}}
+		create(t, c, r)
+		st.ObservedAt = at(lost)
+		r.Status = st
+		if err := c.Status().Update(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec("member1.m1-node-2.active", "m1-node-2", 20*time.Minute, v1alpha1.NodeRecoveryRecordStatus{Phase: v1alpha1.RecoveryPhaseRecovered,
+		Evidence: "MachineInfrastructureDeleted", Method: v1alpha1.RecoveryMethodOutOfServiceTaint, Claims: []string{"demo/data-db-0"},
+		IntentAt: at(19 * time.Minute), ActedAt: at(19 * time.Minute), RecoveredAt: at(18 * time.Minute), Message: "1 claims run on other nodes, 3.1s after fencing"})
+	rec("member1.m1-node-2.returned", "m1-node-2", 3*time.Hour, v1alpha1.NodeRecoveryRecordStatus{Phase: v1alpha1.RecoveryPhaseFinished,
+		FinishReason: v1alpha1.FinishNodeReturned, Evidence: "MachineInfrastructureDeleted", Method: v1alpha1.RecoveryMethodForceDelete, Migrated: true,
+		ActedAt: at(3 * time.Hour), FinishedAt: at(2 * time.Hour), Message: "Node m1-node-2 is Ready again"})
+	rec("member1.m1-node-3.dry-run", "m1-node-3", time.Hour, v1alpha1.NodeRecoveryRecordStatus{Phase: v1alpha1.RecoveryPhaseFinished,
+		FinishReason: v1alpha1.FinishKubeletBack, DryRun: true, Evidence: "MachineInfrastructureDeleted", Method: v1alpha1.RecoveryMethodOutOfServiceTaint,
+		FinishedAt: at(50 * time.Minute), Message: "the node's kubelet reported again"})
+	g := &v1alpha1.RecoveryGuard{ObjectMeta: metav1.ObjectMeta{Name: "member2"}}
+	create(t, c, g)
+	g.Status = v1alpha1.RecoveryGuardStatus{StormActive: true, Message: "member2: 3 of 3 nodes lost, more than maxUnhealthy allows (1); recovery suspended"}
+	if err := c.Status().Update(t.Context(), g); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func seedClusters(t *testing.T, c client.Client) {

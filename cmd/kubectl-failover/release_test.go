@@ -87,7 +87,7 @@ func testKrewRelease(t *testing.T, h *host) {
 	}{
 		{[]string{"pl"}, []string{"plan"}},
 		{[]string{"plan", "--fail", ""}, []string{"member1", "member2"}},
-		{[]string{"explain", "node", "member1/m1-node-"}, []string{"member1/m1-node-1", "member1/m1-node-2"}},
+		{[]string{"explain", "node", "member1/m1-node-"}, []string{"member1/m1-node-1", "member1/m1-node-2", "member1/m1-node-3"}},
 	} {
 		args := append([]string{"__complete", "failover", "--kubeconfig=" + h.admin}, c.args...)
 		cmd := exec.Command(tools["kubectl"], args...)

@@ -135,7 +135,8 @@ func (w *hostWatch) fail(err error) {
 
 // watchedKinds are the objects cli.Gather lists.
 func watchedKinds() []client.Object {
-	return []client.Object{&v1alpha1.FailoverPolicy{}, &kubefedv1beta1.KubeFedCluster{}, &fedschedv1a1.ReplicaSchedulingPreference{}}
+	return []client.Object{&v1alpha1.FailoverPolicy{}, &v1alpha1.NodeRecovery{}, &v1alpha1.RecoveryGuard{},
+		&kubefedv1beta1.KubeFedCluster{}, &fedschedv1a1.ReplicaSchedulingPreference{}}
 }
 
 // startWatch starts an informer per watched kind, scoped like the direct

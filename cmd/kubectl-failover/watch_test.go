@@ -52,7 +52,7 @@ func testWatch(t *testing.T, h *host) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	waitFor(t, &out, "member1/m1-node-2")
-	waitUntil(t, "the three informers to watch", func() bool { return watches.Load() >= 3 })
+	waitUntil(t, "the five informers to watch", func() bool { return watches.Load() >= 5 })
 
 	pol := &v1alpha1.FailoverPolicy{}
 	if err := h.c.Get(ctx, client.ObjectKey{Name: "default"}, pol); err != nil {
@@ -75,6 +75,17 @@ func testWatch(t *testing.T, h *host) {
 	if frames := strings.Count(out.String(), "\n--- "); frames != 1 {
 		t.Errorf("%d redraws for one change, want 1:\n%s", frames, out.String())
 	}
+
+	// A NodeRecovery record is watched too: the recoveries table follows it.
+	rec := &v1alpha1.NodeRecovery{}
+	if err := h.c.Get(ctx, client.ObjectKey{Name: "member1.m1-node-2.active"}, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Status.Message = "watched record change"
+	if err := h.c.Status().Update(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &out, "watched record change")
 	cancel()
 	select {
 	case err := <-done:

@@ -24,11 +24,16 @@ func (s *Snapshot) MemberNames() []string {
 }
 
 // NodeNames lists the nodes of a member that the host knows, for shell
-// completion (the CLI never reads members): nodes in policy status
-// (recoveries, decisions) and the nodes of the member's Cluster API
-// Machines.
+// completion (the CLI never reads members): nodes of NodeRecovery
+// records, nodes in policy status (recoveries, decisions) and the nodes of
+// the member's Cluster API Machines.
 func NodeNames(ctx context.Context, r client.Reader, s *Snapshot, cluster string) ([]string, error) {
 	var names []string
+	for i := range s.Records {
+		if s.Records[i].Spec.Cluster == cluster {
+			names = append(names, s.Records[i].Spec.Node)
+		}
+	}
 	for i := range s.Policies {
 		st := &s.Policies[i].Status
 		for _, rec := range st.Recoveries {

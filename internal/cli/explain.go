@@ -27,11 +27,15 @@ type Explanation struct {
 	// Policy is the FailoverPolicy whose node recovery covers the member.
 	Policy string `json:"policy,omitempty"`
 	// Verdict is a one-line answer; Detail says more.
-	Verdict  string                       `json:"verdict"`
-	Detail   string                       `json:"detail,omitempty"`
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail,omitempty"`
+	// Recovery is the node's entry in the policy's status.recoveries.
 	Recovery *v1alpha1.NodeRecoveryStatus `json:"recovery,omitempty"`
-	Storm    StormView                    `json:"stormGuard"`
-	Machine  *MachineView                 `json:"machine,omitempty"`
+	// Records are the node's NodeRecovery records: active first, then the
+	// finished ones, newest first.
+	Records []RecordView `json:"records,omitempty"`
+	Storm   StormView    `json:"stormGuard"`
+	Machine *MachineView `json:"machine,omitempty"`
 	// Fencing is the fencing verdict computed now from the host's Machine,
 	// for a node that is (assumed) not Ready.
 	Fencing   *FencingView  `json:"fencing,omitempty"`
@@ -39,14 +43,28 @@ type Explanation struct {
 	Notes     []string      `json:"notes,omitempty"`
 }
 
-// StormView is the member's storm guard.
+// RecordView is one NodeRecovery record of the node.
+type RecordView struct {
+	Name   string                            `json:"name"`
+	Active bool                              `json:"active"`
+	Spec   v1alpha1.NodeRecoveryRecordSpec   `json:"spec"`
+	Status v1alpha1.NodeRecoveryRecordStatus `json:"status"`
+}
+
+// StormView is the member's storm guard: its state from the member's
+// RecoveryGuard, its limits from the policy.
 type StormView struct {
 	Active       bool   `json:"active"`
 	LostNodes    int32  `json:"lostNodes"`
 	NodesTotal   int32  `json:"nodesTotal"`
 	MaxUnhealthy string `json:"maxUnhealthy,omitempty"`
 	Cooldown     string `json:"cooldown,omitempty"`
-	Message      string `json:"message,omitempty"`
+	// Guard is the RecoveryGuard's name; empty when the member has none
+	// (no storm was ever recorded there).
+	Guard string `json:"recoveryGuard,omitempty"`
+	// EndedAt is when the last storm ended (the cooldown runs from it).
+	EndedAt *metav1.Time `json:"endedAt,omitempty"`
+	Message string       `json:"message,omitempty"`
 }
 
 // MachineView is what the host's Machine says about the node.
@@ -116,12 +134,13 @@ func mappingNote(err error, res resource, namespace string) (string, error) {
 // BuildExplanation explains one node from the snapshot and its Machine;
 // machineNote explains a nil machine (e.g. Cluster API not installed).
 func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Machine, machineNote string) (Explanation, error) {
-	if s.cluster(cluster) == nil && !s.anyMemberStatus(cluster) {
+	if s.cluster(cluster) == nil && !s.anyMemberStatus(cluster) && !s.hasRecords(cluster) {
 		return Explanation{}, fmt.Errorf("unknown member cluster %q (KubeFedClusters: %s)", cluster, strings.Join(s.clusterNames(), ", "))
 	}
-	e := Explanation{Cluster: cluster, Node: node}
+	e := Explanation{Cluster: cluster, Node: node, Records: recordViews(s.nodeRecords(cluster, node))}
 	pol, rec, unusable := s.recoveryOf(cluster, node)
 	e.Decisions = s.nodeDecisions(cluster, node)
+	e.Notes = recordNotes(e.Records)
 	if pol == nil {
 		e.Verdict = "Not covered"
 		e.Detail = "no FailoverPolicy with node recovery enabled selects member " + cluster
@@ -131,8 +150,8 @@ func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Mach
 		return e, nil
 	}
 	e.Policy, e.Recovery = pol.Name, rec
-	e.Storm = stormOf(pol, cluster)
-	e.Verdict, e.Detail = verdictOf(pol, rec, e.Decisions)
+	e.Storm = s.stormOf(pol, cluster)
+	e.Verdict, e.Detail = verdictOf(pol, rec, e.Records, e.Decisions, s.Now)
 	switch {
 	case machine != nil:
 		e.Machine = machineView(machine)
@@ -141,9 +160,59 @@ func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Mach
 	default:
 		e.Notes = append(e.Notes, fmt.Sprintf("no Cluster API Machine of member %s's Cluster has status.nodeRef.name=%s", cluster, node))
 	}
-	e.Fencing = fencingOf(pol, rec, node, machine, s.Now)
-	e.Notes = append(e.Notes, "the CLI reads only the host cluster: evidence on the member's Node object itself (e.g. the external fence annotation on the Node) is not visible here")
+	e.Fencing = fencingOf(pol, lostSince(rec, e.Records), node, machine, s.Now)
+	e.Notes = append(e.Notes, "the CLI reads only the host cluster: evidence on the member's Node object itself (e.g. the external fence annotation on the Node) is not visible here",
+		oldMarksNote)
 	return e, nil
+}
+
+// oldMarksNote: recovery state lives only in host records now; what an
+// older fedfailover left on the member Node is not read by any decision.
+const oldMarksNote = "failover.fedfailover.io/* recovery annotations an older fedfailover left on the member's Node are ignored: " +
+	"the manager migrates them once into a NodeRecovery record (marked migrated) and removes them"
+
+func recordViews(recs []v1alpha1.NodeRecovery) []RecordView {
+	var out []RecordView
+	for i := range recs {
+		out = append(out, RecordView{Name: recs[i].Name, Active: active(&recs[i]), Spec: recs[i].Spec, Status: recs[i].Status})
+	}
+	return out
+}
+
+// recordNotes flags what a reader could take the wrong way: two active
+// records for one node (fedfailover continues the oldest).
+func recordNotes(recs []RecordView) []string {
+	n := 0
+	for _, r := range recs {
+		if r.Active {
+			n++
+		}
+	}
+	if n > 1 {
+		return []string{fmt.Sprintf("%d active NodeRecovery records for this node: fedfailover continues the oldest", n)}
+	}
+	return nil
+}
+
+// activeRecord is the node's active record, or nil.
+func activeRecord(recs []RecordView) *RecordView {
+	if len(recs) > 0 && recs[0].Active {
+		return &recs[0]
+	}
+	return nil
+}
+
+// lostSince is where the fencing verdict measures assumeFencedAfter from,
+// as the controller does: when fedfailover first saw the node's current
+// Ready condition (host clock), else when the policy says the loss began.
+func lostSince(rec *v1alpha1.NodeRecoveryStatus, recs []RecordView) *metav1.Time {
+	if a := activeRecord(recs); a != nil && a.Status.ReadyObservedAt != nil {
+		return a.Status.ReadyObservedAt
+	}
+	if rec != nil {
+		return rec.LostSince
+	}
+	return nil
 }
 
 func (s *Snapshot) anyMemberStatus(cluster string) bool {
@@ -190,14 +259,14 @@ func (s *Snapshot) nodeDecisions(cluster, node string) []DecisionRow {
 	return out
 }
 
-func stormOf(p *v1alpha1.FailoverPolicy, cluster string) StormView {
+func (s *Snapshot) stormOf(p *v1alpha1.FailoverPolicy, cluster string) StormView {
 	var v StormView
 	for _, m := range p.Status.Members {
 		if m.Name == cluster {
 			v.NodesTotal = m.NodesTotal
 		}
 	}
-	c := recoveryCounts(p, cluster)
+	c := s.memberCounts(s.recoveryRows(), cluster)
 	v.Active, v.LostNodes = c.suspended, c.lost
 	nr := p.Spec.NodeRecovery
 	if nr.MaxUnhealthy != nil {
@@ -209,14 +278,29 @@ func stormOf(p *v1alpha1.FailoverPolicy, cluster string) StormView {
 			v.Message = c.Message
 		}
 	}
+	if g := s.guard(cluster); g != nil {
+		v.Guard, v.EndedAt = g.Name, g.Status.StormEndedAt
+		if g.Status.Message != "" {
+			v.Message = g.Status.Message
+		}
+	}
 	return v
 }
 
-// verdictOf answers "was it recovered?" from the recovery phase, or, with
-// no recovery entry, from the decisions about the node.
-func verdictOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, decisions []DecisionRow) (string, string) {
+// verdictOf answers "was it recovered?" from the recovery going on (the
+// policy's entry, else the active record), else from the last finished
+// record, else from the decisions about the node.
+func verdictOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, recs []RecordView, decisions []DecisionRow, now time.Time) (string, string) {
 	if rec != nil {
-		return phaseVerdict(rec)
+		return phaseVerdict(rec.Phase, rec.Evidence, rec.Method)
+	}
+	if a := activeRecord(recs); a != nil {
+		return phaseVerdict(a.Status.Phase, a.Status.Evidence, a.Status.Method)
+	}
+	if len(recs) > 0 {
+		last := recs[0]
+		return "No recovery in progress", fmt.Sprintf("the last recovery finished %s ago (%s): %s",
+			age(last.Status.FinishedAt, now), orDash(last.Status.FinishReason), oneLine(last.Status.Message))
 	}
 	if len(decisions) > 0 {
 		d := decisions[0]
@@ -226,12 +310,12 @@ func verdictOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, dec
 		orDash(string(p.Spec.NodeRecovery.NotReadyFor)))
 }
 
-func phaseVerdict(rec *v1alpha1.NodeRecoveryStatus) (string, string) {
-	switch rec.Phase {
+func phaseVerdict(phase v1alpha1.RecoveryPhase, evidence string, method v1alpha1.RecoveryMethod) (string, string) {
+	switch phase {
 	case v1alpha1.RecoveryPhaseRecovered:
-		return "Recovered", fmt.Sprintf("fenced by %s, pods released with %s", orDash(rec.Evidence), orDash(string(rec.Method)))
-	case v1alpha1.RecoveryPhaseRecovering, v1alpha1.RecoveryPhaseFenced:
-		return "Recovering", fmt.Sprintf("fenced by %s; waiting for replacement pods to run", orDash(rec.Evidence))
+		return "Recovered", fmt.Sprintf("fenced by %s, pods released with %s", orDash(evidence), orDash(string(method)))
+	case v1alpha1.RecoveryPhaseRecovering, v1alpha1.RecoveryPhaseFenced, v1alpha1.RecoveryPhaseActing:
+		return "Recovering", fmt.Sprintf("fenced by %s; waiting for replacement pods to run", orDash(evidence))
 	case v1alpha1.RecoveryPhaseBlocked:
 		return "Not recovered: no fencing evidence", "volumes are never released without proof that the node is off"
 	case v1alpha1.RecoveryPhaseSuspended:
@@ -253,13 +337,13 @@ func machineView(m *clusterv1.Machine) *MachineView {
 
 // fencingOf runs the fencing verdict on the host's Machine for a node that
 // is not Ready (the member may be unreachable: the CLI never reads it).
-func fencingOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, node string, m *clusterv1.Machine, now time.Time) *FencingView {
+func fencingOf(p *v1alpha1.FailoverPolicy, since *metav1.Time, node string, m *clusterv1.Machine, now time.Time) *FencingView {
 	n := &corev1.Node{}
 	n.Name = node
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
 	in := fencing.Input{Node: n, Machine: m, Policy: p.Spec.NodeRecovery.Fencing, Now: now}
-	if rec != nil && rec.LostSince != nil {
-		in.LostSince = rec.LostSince.Time
+	if since != nil {
+		in.LostSince = since.Time
 	}
 	r := fencing.Verdict(in)
 	v := &FencingView{Fenced: r.Fenced, Reason: r.Reason, Missing: r.Missing}

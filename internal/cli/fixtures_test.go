@@ -148,7 +148,58 @@ func fixture() *Snapshot {
 			rsp("edge", "cache", 4, map[string]fedschedv1a1.ClusterPreferences{"member1": prefs(1, 0), "member3": prefs(3, 1)}, ""),
 			rsp("other", "batch", 3, map[string]fedschedv1a1.ClusterPreferences{"*": prefs(1, 0)}, ""),
 		},
+		Records: []v1alpha1.NodeRecovery{recoveredRecord(), returnedRecord(), blockedRecord()},
+		Guards:  []v1alpha1.RecoveryGuard{guard("member1", false, ago(40*time.Minute), "")},
 	}
+}
+
+// record is a NodeRecovery about a node of a member of the default policy,
+// created when the loss was seen.
+func record(name, cluster, node string, seen time.Duration) v1alpha1.NodeRecovery {
+	r := v1alpha1.NodeRecovery{}
+	r.Name, r.CreationTimestamp = name, *ago(seen)
+	r.Spec = v1alpha1.NodeRecoveryRecordSpec{Cluster: cluster, Node: node, NodeUID: "uid-" + node, ProviderID: "kwok://" + node,
+		Machine: &v1alpha1.MachineReference{Namespace: cluster, Name: node, UID: "muid-" + node}, Policy: "default",
+		LostSince: ago(seen + 30*time.Second)} // the member reported it: shown, never compared
+	r.Status.ObservedAt, r.Status.ReadyObservedAt, r.Status.ReadyStatus = ago(seen), ago(seen), "Unknown"
+	return r
+}
+
+// recoveredRecord: member1/m1-node-2 was fenced 9 minutes ago and its
+// claim runs elsewhere; the node is still down.
+func recoveredRecord() v1alpha1.NodeRecovery {
+	r := record("member1.m1-node-2.5f1c0a9e3b", "member1", "m1-node-2", 10*time.Minute)
+	r.Status.Phase, r.Status.Evidence, r.Status.Method = v1alpha1.RecoveryPhaseRecovered, "MachineInfrastructureDeleted", v1alpha1.RecoveryMethodOutOfServiceTaint
+	r.Status.Claims, r.Status.IntentAt, r.Status.ActedAt, r.Status.RecoveredAt = []string{"demo/data-db-0"}, ago(9*time.Minute), ago(9*time.Minute), ago(8*time.Minute)
+	r.Status.Message = "1 claims run on other nodes, 62.4s after fencing"
+	return r
+}
+
+// returnedRecord: an earlier loss of m1-node-2, made from an older
+// fedfailover's node annotations, closed when the node came back.
+func returnedRecord() v1alpha1.NodeRecovery {
+	r := record("member1.m1-node-2.0d6e2b7a41", "member1", "m1-node-2", 3*time.Hour)
+	r.Spec.Machine, r.Spec.ProviderID = nil, ""
+	r.Status.Phase, r.Status.FinishReason = v1alpha1.RecoveryPhaseFinished, v1alpha1.FinishNodeReturned
+	r.Status.Evidence, r.Status.Method, r.Status.Migrated = "MachineInfrastructureDeleted", v1alpha1.RecoveryMethodForceDelete, true
+	r.Status.IntentAt, r.Status.ActedAt, r.Status.RecoveredAt, r.Status.FinishedAt = ago(3*time.Hour), ago(3*time.Hour), ago(170*time.Minute), ago(2*time.Hour)
+	r.Status.Message = "Node m1-node-2 is Ready again"
+	return r
+}
+
+// blockedRecord: member3/m3-node-1 is lost without fencing evidence.
+func blockedRecord() v1alpha1.NodeRecovery {
+	r := record("member3.m3-node-1.9a2f4c6d80", "member3", "m3-node-1", 3*time.Minute)
+	r.Status.Phase = v1alpha1.RecoveryPhaseBlocked
+	r.Status.Message = "not fenced: Machine member3/m3-node-1 is not being deleted"
+	return r
+}
+
+func guard(cluster string, storm bool, ended *metav1.Time, msg string) v1alpha1.RecoveryGuard {
+	g := v1alpha1.RecoveryGuard{}
+	g.Name = cluster
+	g.Status = v1alpha1.RecoveryGuardStatus{StormActive: storm, StormEndedAt: ended, Message: msg}
+	return g
 }
 
 // machine is a Cluster API Machine of a member node.

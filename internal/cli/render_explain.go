@@ -7,6 +7,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 )
 
 // RenderExplanation writes an explanation in `kubectl describe` style.
@@ -19,7 +21,7 @@ func RenderExplanation(w io.Writer, e Explanation, now time.Time) error {
 		p.field(0, "Why", e.Detail)
 	}
 	if r := e.Recovery; r != nil {
-		p.line(0, "Recovery:")
+		p.line(0, "Recovery (policy status):")
 		p.field(1, "Phase", string(r.Phase))
 		p.field(1, "Lost since", p.when(r.LostSince))
 		p.field(1, "Fenced at", p.when(r.FencedAt))
@@ -28,6 +30,7 @@ func RenderExplanation(w io.Writer, e Explanation, now time.Time) error {
 		p.field(1, "Affected pods", itoa(r.AffectedPods))
 		p.field(1, "Message", oneLine(r.Message))
 	}
+	p.records(e.Records)
 	if e.Policy != "" {
 		p.storm(e.Storm)
 	}
@@ -80,6 +83,14 @@ func (d *describer) storm(s StormView) {
 	d.line(0, "Storm guard:")
 	d.field(1, "State", state)
 	d.field(1, "Lost nodes", fmt.Sprintf("%d of %d (maxUnhealthy %s, cooldown %s)", s.LostNodes, s.NodesTotal, orDash(s.MaxUnhealthy), orDash(s.Cooldown)))
+	if s.Guard == "" {
+		d.field(1, "RecoveryGuard", "none (no storm recorded in this member)")
+	} else {
+		d.field(1, "RecoveryGuard", s.Guard)
+	}
+	if s.EndedAt != nil {
+		d.field(1, "Storm ended", d.when(s.EndedAt))
+	}
 	if s.Message != "" {
 		d.field(1, "Message", oneLine(s.Message))
 	}
@@ -122,4 +133,76 @@ func (d *describer) decisions(rows []DecisionRow) {
 		}
 		d.line(1, fmt.Sprintf("%s ago  %s (%s)%s: %s", age(&r.Time, d.now), r.Action, r.Reason, dry, oneLine(r.Message)))
 	}
+}
+
+// records writes the node's NodeRecovery records, one block each.
+func (d *describer) records(recs []RecordView) {
+	if len(recs) == 0 {
+		d.field(0, "Records", "no NodeRecovery record for this node")
+		return
+	}
+	d.line(0, "Records (NodeRecovery, active first, then finished, newest first):")
+	for _, r := range recs {
+		state := "finished"
+		if r.Active {
+			state = "active"
+		}
+		d.line(1, fmt.Sprintf("- %s (%s)", r.Name, state))
+		d.record(r)
+	}
+}
+
+func (d *describer) record(r RecordView) {
+	sp, st := r.Spec, r.Status
+	d.field(2, "Phase", string(st.Phase))
+	if !r.Active {
+		d.field(2, "Reason", orDash(st.FinishReason))
+	}
+	d.field(2, "Evidence", orDash(st.Evidence))
+	d.field(2, "Method", orDash(string(st.Method)))
+	if len(st.Claims) > 0 {
+		d.field(2, "Claims", strings.Join(st.Claims, ", "))
+	}
+	d.field(2, "Node UID", orDash(sp.NodeUID))
+	if sp.ProviderID != "" {
+		d.field(2, "Provider ID", sp.ProviderID)
+	}
+	if m := sp.Machine; m != nil {
+		d.field(2, "Machine", fmt.Sprintf("%s/%s (uid %s)", m.Namespace, m.Name, orDash(m.UID)))
+	}
+	d.field(2, "Lost since", memberTime(sp.LostSince))
+	d.field(2, "Seen lost", d.when(st.ObservedAt))
+	d.field(2, "Intent", d.when(st.IntentAt))
+	d.field(2, "Acted", d.when(st.ActedAt))
+	d.field(2, "Recovered", d.when(st.RecoveredAt))
+	if !r.Active {
+		d.field(2, "Finished", d.when(st.FinishedAt))
+	}
+	if flags := recordFlags(st); len(flags) > 0 {
+		d.field(2, "Flags", strings.Join(flags, "; "))
+	}
+	d.field(2, "Message", oneLine(st.Message))
+}
+
+// memberTime shows a time of the member's clock: never as an age, which
+// would compare it with this machine's clock.
+func memberTime(t *metav1.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339) + " (member's clock)"
+}
+
+func recordFlags(st v1alpha1.NodeRecoveryRecordStatus) []string {
+	var out []string
+	if st.DryRun {
+		out = append(out, "dry run: decided and reported, nothing written to the member")
+	}
+	if st.Migrated {
+		out = append(out, "migrated from an older fedfailover's node annotations: its taint is never removed by fedfailover")
+	}
+	if st.TaintPreexisting {
+		out = append(out, "out-of-service taint was there before fedfailover: never removed by it")
+	}
+	return out
 }

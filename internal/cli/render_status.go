@@ -127,23 +127,41 @@ func replicas(n *int64) string {
 
 func renderRecoveries(w io.Writer, v StatusView, wide bool) error {
 	if len(v.Recoveries) == 0 {
-		_, err := fmt.Fprintln(w, "No node recoveries in progress.")
-		return err
+		if _, err := fmt.Fprintln(w, "No node recoveries in progress."); err != nil {
+			return err
+		}
+		return finishedHint(w, v.FinishedRecoveries)
 	}
-	headers := []string{"NODE", "PHASE", "EVIDENCE", "METHOD", "PODS", "LOST", "FENCED", "MESSAGE"}
+	headers := []string{"NODE", "PHASE", "EVIDENCE", "METHOD", "PODS", "LOST", "ACTED", "RECOVERED", "MESSAGE"}
 	if wide {
-		headers = append(headers, "POLICY", "MACHINE")
+		headers = append(headers, "POLICY", "MACHINE", "DRY-RUN", "MIGRATED", "RECORD")
 	}
 	t := newTable(w, headers...)
 	for _, r := range v.Recoveries {
 		row := []string{r.Cluster + "/" + r.Node, string(r.Phase), orDash(r.Evidence), orDash(string(r.Method)),
-			itoa(r.AffectedPods), age(r.LostSince, v.Time), age(r.FencedAt, v.Time), oneLine(r.Message)}
+			itoa(r.AffectedPods), age(r.LostSeenAt, v.Time), age(r.ActedAt, v.Time), age(r.RecoveredAt, v.Time), oneLine(r.Message)}
 		if wide {
-			row = append(row, r.Policy, orDash(r.Machine))
+			row = append(row, orDash(r.Policy), orDash(r.Machine), yesNo(r.DryRun), yesNo(r.Migrated), orDash(r.Record))
 		}
 		t.add(row...)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return finishedHint(w, v.FinishedRecoveries)
+}
+
+// finishedHint points at the history kept in finished records.
+func finishedHint(w io.Writer, n int) error {
+	if n == 0 {
+		return nil
+	}
+	noun := "recoveries are"
+	if n == 1 {
+		noun = "recovery is"
+	}
+	_, err := fmt.Fprintf(w, "%d finished %s kept on the host: `kubectl get noderecoveries`, `kubectl failover explain node CLUSTER/NODE`.\n", n, noun)
+	return err
 }
 
 func renderDecisions(w io.Writer, v StatusView, wide bool) error {

@@ -34,17 +34,31 @@ type Snapshot struct {
 	Policies []v1alpha1.FailoverPolicy
 	Clusters []kubefedv1beta1.KubeFedCluster
 	RSPs     []fedschedv1a1.ReplicaSchedulingPreference
+	// Records are fedfailover's NodeRecovery records: the per-node history
+	// of node recovery (active and finished losses).
+	Records []v1alpha1.NodeRecovery
+	// Guards are the members' RecoveryGuards: the storm state.
+	Guards []v1alpha1.RecoveryGuard
 	// NamespaceLabels holds the labels of RSP namespaces, read only when a
 	// policy selects RSPs by namespace labels.
 	NamespaceLabels map[string]map[string]string
 }
 
-// Gather lists policies, KubeFedClusters and RSPs from the host.
+// Gather lists policies, NodeRecovery records, RecoveryGuards,
+// KubeFedClusters and RSPs from the host.
 func Gather(ctx context.Context, src Source, now time.Time) (*Snapshot, error) {
 	s := &Snapshot{Now: now}
 	var pols v1alpha1.FailoverPolicyList
 	if err := src.Reader.List(ctx, &pols); err != nil {
 		return nil, Explain(err, resFailoverPolicies, "")
+	}
+	var recs v1alpha1.NodeRecoveryList
+	if err := src.Reader.List(ctx, &recs); err != nil {
+		return nil, Explain(err, resNodeRecoveries, "")
+	}
+	var guards v1alpha1.RecoveryGuardList
+	if err := src.Reader.List(ctx, &guards); err != nil {
+		return nil, Explain(err, resRecoveryGuards, "")
 	}
 	var kfcs kubefedv1beta1.KubeFedClusterList
 	if err := src.Reader.List(ctx, &kfcs, client.InNamespace(src.KubefedNamespace)); err != nil {
@@ -55,6 +69,7 @@ func Gather(ctx context.Context, src Source, now time.Time) (*Snapshot, error) {
 		return nil, Explain(err, resRSPs, src.Namespace)
 	}
 	s.Policies, s.Clusters, s.RSPs = pols.Items, kfcs.Items, rsps.Items
+	s.Records, s.Guards = recs.Items, guards.Items
 	sortSnapshot(s)
 	if policy.NeedNamespaceLabels(s.Policies) {
 		if err := s.readNamespaceLabels(ctx, src.Reader); err != nil {
@@ -70,6 +85,8 @@ func sortSnapshot(s *Snapshot) {
 	slices.SortFunc(s.RSPs, func(a, b fedschedv1a1.ReplicaSchedulingPreference) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
+	slices.SortFunc(s.Records, func(a, b v1alpha1.NodeRecovery) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Guards, func(a, b v1alpha1.RecoveryGuard) int { return strings.Compare(a.Name, b.Name) })
 }
 
 func (s *Snapshot) readNamespaceLabels(ctx context.Context, r client.Reader) error {
@@ -100,6 +117,12 @@ func (s *Snapshot) Fingerprint() string {
 	}
 	for i := range s.RSPs {
 		fmt.Fprintf(&b, "r/%s/%s@%s,", s.RSPs[i].Namespace, s.RSPs[i].Name, s.RSPs[i].ResourceVersion)
+	}
+	for i := range s.Records {
+		fmt.Fprintf(&b, "n/%s@%s,", s.Records[i].Name, s.Records[i].ResourceVersion)
+	}
+	for i := range s.Guards {
+		fmt.Fprintf(&b, "g/%s@%s,", s.Guards[i].Name, s.Guards[i].ResourceVersion)
 	}
 	return b.String()
 }

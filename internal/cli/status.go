@@ -19,7 +19,10 @@ type StatusView struct {
 	Policies   []PolicyRow   `json:"policies"`
 	RSPs       []RSPRow      `json:"replicaSchedulingPreferences"`
 	Recoveries []RecoveryRow `json:"recoveries"`
-	Decisions  []DecisionRow `json:"recentDecisions"`
+	// FinishedRecoveries counts the closed NodeRecovery records kept on
+	// the host (`kubectl get noderecoveries`, `explain node`).
+	FinishedRecoveries int           `json:"finishedRecoveries"`
+	Decisions          []DecisionRow `json:"recentDecisions"`
 }
 
 // MemberRow is one member cluster: kubefed's view merged with the most
@@ -54,12 +57,6 @@ type PolicyRow struct {
 	Conditions       []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// RecoveryRow is one node recovery in a policy's status.
-type RecoveryRow struct {
-	Policy string `json:"policy"`
-	v1alpha1.NodeRecoveryStatus
-}
-
 // DecisionRow is one recent decision in a policy's status.
 type DecisionRow struct {
 	Policy string `json:"policy"`
@@ -68,20 +65,15 @@ type DecisionRow struct {
 
 // BuildStatus turns a snapshot into the status view.
 func BuildStatus(s *Snapshot) StatusView {
-	v := StatusView{Time: s.Now, Members: memberRows(s), RSPs: rspRows(s)}
+	rows := s.recoveryRows()
+	v := StatusView{Time: s.Now, Members: memberRows(s, rows), RSPs: rspRows(s), Recoveries: rows, FinishedRecoveries: s.finishedRecords()}
 	for i := range s.Policies {
 		p := &s.Policies[i]
 		v.Policies = append(v.Policies, policyRow(s, p))
-		for _, r := range p.Status.Recoveries {
-			v.Recoveries = append(v.Recoveries, RecoveryRow{Policy: p.Name, NodeRecoveryStatus: r})
-		}
 		for _, d := range p.Status.RecentDecisions {
 			v.Decisions = append(v.Decisions, DecisionRow{Policy: p.Name, Decision: d})
 		}
 	}
-	slices.SortStableFunc(v.Recoveries, func(a, b RecoveryRow) int {
-		return strings.Compare(a.Cluster+"/"+a.Node, b.Cluster+"/"+b.Node)
-	})
 	sortDecisions(v.Decisions)
 	return v
 }
@@ -96,7 +88,9 @@ func sortDecisions(d []DecisionRow) {
 	})
 }
 
-func memberRows(s *Snapshot) []MemberRow {
+// memberRows merges kubefed's members with the probes in policy status and
+// counts each member's lost nodes from the recoveries going on.
+func memberRows(s *Snapshot, recoveries []RecoveryRow) []MemberRow {
 	rows := map[string]*MemberRow{}
 	var names []string
 	row := func(name string) *MemberRow {
@@ -115,14 +109,17 @@ func memberRows(s *Snapshot) []MemberRow {
 			r := row(m.Name)
 			r.Policies = append(r.Policies, s.Policies[i].Name)
 			if r.Connected == nil || newer(m.LastProbeTime, r.LastProbeTime) {
-				mergeMember(r, &s.Policies[i], m)
+				mergeMember(r, m)
 			}
 		}
 	}
 	slices.Sort(names)
 	out := make([]MemberRow, 0, len(names))
 	for _, n := range names {
-		out = append(out, *rows[n])
+		r := rows[n]
+		c := s.memberCounts(recoveries, n)
+		r.LostNodes, r.FencedNodes, r.StormActive = c.lost, c.fenced, c.suspended
+		out = append(out, *r)
 	}
 	return out
 }
@@ -131,40 +128,19 @@ func newer(a, b *metav1.Time) bool {
 	return a != nil && (b == nil || a.After(b.Time))
 }
 
-// mergeMember takes the member's connection from the policy's member
-// status and its lost nodes from the policy's recoveries.
-func mergeMember(r *MemberRow, p *v1alpha1.FailoverPolicy, m v1alpha1.MemberStatus) {
+// mergeMember takes the member's connection from a policy's member status.
+func mergeMember(r *MemberRow, m v1alpha1.MemberStatus) {
 	connected := m.Connected
 	r.Connected = &connected
 	r.NodesReady, r.NodesTotal = m.NodesReady, m.NodesTotal
 	r.ServerVersion, r.Reason, r.Message, r.LastProbeTime = m.ServerVersion, m.Reason, m.Message, m.LastProbeTime
-	c := recoveryCounts(p, m.Name)
-	r.LostNodes, r.FencedNodes, r.StormActive = c.lost, c.fenced, c.suspended
 }
 
-// counts summarises a member's entries in a policy's status.recoveries:
-// each is a lost node (node recovery lists every one).
+// counts summarises a member's recoveries going on: each is a lost node.
 type counts struct {
 	lost, fenced int32
 	// suspended: recovery is suspended in the member (storm guard).
 	suspended bool
-}
-
-func recoveryCounts(p *v1alpha1.FailoverPolicy, cluster string) counts {
-	var c counts
-	for _, r := range p.Status.Recoveries {
-		if r.Cluster != cluster {
-			continue
-		}
-		c.lost++
-		if r.FencedAt != nil || r.Evidence != "" {
-			c.fenced++
-		}
-		if r.Phase == v1alpha1.RecoveryPhaseSuspended {
-			c.suspended = true
-		}
-	}
-	return c
 }
 
 func policyRow(s *Snapshot, p *v1alpha1.FailoverPolicy) PolicyRow {

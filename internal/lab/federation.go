@@ -52,6 +52,15 @@ func (l *Lab) setupHost(ctx context.Context, st *State) error {
 	if err := createIgnoreExists(ctx, cl, kubeFedConfig(timings)); err != nil {
 		return fmt.Errorf("KubeFedConfig: %w", err)
 	}
+	// Before kubefed starts: a type enabled under a running kubefed v0.10
+	// got two sync controllers, and the first one's worker, whose informer
+	// never syncs, exits the whole process after cacheSyncTimeout (2 min
+	// into every lab, in the middle of a test or a kubefed-alone baseline).
+	for _, t := range []string{"namespaces", "deployments.apps"} {
+		if _, err := l.Kubefedctl(ctx, "enable", t); err != nil {
+			return err
+		}
+	}
 	ports := NewPortAllocator()
 	healthz, err := ports.Free()
 	if err != nil {
@@ -207,9 +216,8 @@ func (l *Lab) Kubefedctl(ctx context.Context, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// joinMembers runs `kubefedctl join` for every member, enables federation of
-// deployments and namespaces, and waits until kubefed reports every member
-// Ready.
+// joinMembers runs `kubefedctl join` for every member and waits until
+// kubefed reports every member Ready (setupHost enabled the federated types).
 func (l *Lab) joinMembers(ctx context.Context, st *State) error {
 	errs := make([]error, len(st.Clusters))
 	var wg sync.WaitGroup
@@ -221,11 +229,6 @@ func (l *Lab) joinMembers(ctx context.Context, st *State) error {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
-	}
-	for _, t := range []string{"namespaces", "deployments.apps"} {
-		if _, err := l.Kubefedctl(ctx, "enable", t); err != nil {
-			return err
-		}
 	}
 	host, err := l.Client(HostName)
 	if err != nil {

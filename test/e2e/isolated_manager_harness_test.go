@@ -121,14 +121,6 @@ func (m *isolatedManager) cut(cluster string) {
 	m.t.Logf("cut fedfailover off %s (%s)", cluster, m.addr[cluster])
 }
 
-// reconnect forwards cluster to the manager again.
-func (m *isolatedManager) reconnect(cluster string) {
-	m.t.Helper()
-	if err := m.iso.Forward(m.addr[cluster]); err != nil {
-		m.t.Fatal(err)
-	}
-}
-
 // running fails the test if the manager exited.
 func (m *isolatedManager) running() (bool, string) {
 	select {
@@ -155,8 +147,7 @@ func (m *isolatedManager) stop() {
 			}
 		case <-time.After(20 * time.Second):
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-m.done
-			t.Errorf("manager did not stop within 20s of SIGTERM")
+			t.Errorf("manager did not stop within 20s of SIGTERM (killed: %v)", <-m.done)
 		}
 		m.cmd = nil
 	}

@@ -37,6 +37,9 @@ const (
 	rbHealthy    = "member1"
 	rbFaulty     = "member2"
 	rbSamplePace = 250 * time.Millisecond
+	// rbSteady is how long the workload runs split and Ready before member2
+	// fails.
+	rbSteady = 30 * time.Second
 )
 
 // The policy the benchmark runs fedfailover with: the API defaults.
@@ -86,7 +89,7 @@ manager per scenario, policy at the API defaults):
   exhaustion      member2 is cordoned, then a FederatedDeployment with an RSP
                   (weights 1:1) is created; from the first Unschedulable
                   transition of a member2 replica until totalReplicas are Ready.
-  member failure  the workload runs split 1:1 and Ready; member2's
+  member failure  the workload runs split 1:1 and Ready (for 30 s); member2's
                   kube-apiserver is SIGKILLed; from the kill until
                   totalReplicas are Ready on reachable members.
   failback        then member2's kube-apiserver is started again; from the
@@ -309,14 +312,28 @@ func (b *rbBench) memberFailure(ctx context.Context, ns string, m *rbMeasure) er
 		return err
 	}
 	half := int32(b.o.total / 2)
-	err := poll(ctx, 90*time.Second, "replicas split and Ready", func(ctx context.Context) (bool, string, error) {
+	// The member dies under a workload in its steady state: split and Ready
+	// without a break for rbSteady. Right after the workload's start
+	// kubefed's RSP controller still re-checks it every 10 s (pods not all
+	// Ready yet: StatusNeedsRecheck), and a kill inside that window would
+	// measure that leftover re-check instead of kubefed's reaction to a
+	// failed member.
+	var steadySince time.Time
+	err := poll(ctx, 90*time.Second+rbSteady, "replicas split and Ready, steadily", func(ctx context.Context) (bool, string, error) {
 		s1, r1, err1 := b.memberReplicas(ctx, rbHealthy, ns)
 		s2, r2, err2 := b.memberReplicas(ctx, rbFaulty, ns)
 		if err1 != nil || err2 != nil {
+			steadySince = time.Time{}
 			return false, fmt.Sprintf("member1: %v, member2: %v", err1, err2), nil
 		}
-		return s1 == half && r1 == half && s2 == int32(b.o.total)-half && r2 == s2,
-			fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2), nil
+		if !(s1 == half && r1 == half && s2 == int32(b.o.total)-half && r2 == s2) {
+			steadySince = time.Time{}
+			return false, fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2), nil
+		}
+		if steadySince.IsZero() {
+			steadySince = time.Now()
+		}
+		return time.Since(steadySince) >= rbSteady, fmt.Sprintf("split and Ready for %s", time.Since(steadySince).Round(time.Second)), nil
 	})
 	if err != nil {
 		return err

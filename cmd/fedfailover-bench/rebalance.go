@@ -326,7 +326,7 @@ func (b *rbBench) memberFailure(ctx context.Context, ns string, m *rbMeasure) er
 			steadySince = time.Time{}
 			return false, fmt.Sprintf("member1: %v, member2: %v", err1, err2), nil
 		}
-		if !(s1 == half && r1 == half && s2 == int32(b.o.total)-half && r2 == s2) {
+		if split := s1 == half && r1 == half && s2 == int32(b.o.total)-half && r2 == s2; !split {
 			steadySince = time.Time{}
 			return false, fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2), nil
 		}

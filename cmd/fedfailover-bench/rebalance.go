@@ -37,6 +37,9 @@ const (
 	rbHealthy    = "member1"
 	rbFaulty     = "member2"
 	rbSamplePace = 250 * time.Millisecond
+	// rbSteady is how long the workload runs split and Ready before member2
+	// fails.
+	rbSteady = 30 * time.Second
 )
 
 // The policy the benchmark runs fedfailover with: the API defaults.
@@ -56,13 +59,21 @@ type rbMeasure struct {
 	// Timeline is what placed the replicas: each change of the RSP spec,
 	// member1's Deployment and kubefed's view of member2, from the onset.
 	Timeline []string `json:"timeline"`
+	// Failback (member failure only): from member2's API server restart
+	// until the user's RSP and the 1:1 split are back and Ready; nil when
+	// not within --failback-bound. FailbackMinReady is the lowest count of
+	// Running, Ready, non-terminating pods over both members meanwhile.
+	FailbackSeconds  *float64 `json:"failback_seconds,omitempty"`
+	FailbackMinReady *int32   `json:"failback_min_ready,omitempty"`
+	FailbackTimeline []string `json:"failback_timeline,omitempty"`
 }
 
 type rbOptions struct {
-	runs  int
-	total int
-	bound time.Duration
-	dir   string
+	runs          int
+	total         int
+	bound         time.Duration
+	failbackBound time.Duration
+	dir           string
 }
 
 func rebalanceCmd() *cobra.Command {
@@ -78,16 +89,24 @@ manager per scenario, policy at the API defaults):
   exhaustion      member2 is cordoned, then a FederatedDeployment with an RSP
                   (weights 1:1) is created; from the first Unschedulable
                   transition of a member2 replica until totalReplicas are Ready.
-  member failure  the workload runs split 1:1 and Ready; member2's
+  member failure  the workload runs split 1:1 and Ready (for 30 s); member2's
                   kube-apiserver is SIGKILLed; from the kill until
                   totalReplicas are Ready on reachable members.
+  failback        then member2's kube-apiserver is started again; from the
+                  restart until the RSP holds the user's weights again and
+                  the replicas run split 1:1, Ready.
 
 The Ready count (sum of the members' Deployment readyReplicas, 0 for an
 unreachable member) is sampled every 250 ms; its lowest value is reported.
+During failback it counts Running, Ready, non-terminating pods instead: a
+restarted member's Deployment status lags its pods.
 A mode that does not reach totalReplicas within --bound is reported as not
 recovered (null), never as a number.
+kubefed runs with its chart's default timings unless
+FEDFAILOVER_LAB_KUBEFED_TIMINGS=tuned (then the figures are not comparable
+with kubefed alone as users run it).
 Goals: exhaustion >= 3x faster than kubefed alone and <= 20 s, member failure
-<= 30 s, min Ready not below kubefed alone.`,
+<= 30 s, min Ready during failover and failback not below kubefed alone.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.runs < 1 {
 				return fmt.Errorf("--runs must be at least 1, got %d", o.runs)
@@ -103,6 +122,7 @@ Goals: exhaustion >= 3x faster than kubefed alone and <= 20 s, member failure
 	cmd.Flags().IntVar(&o.runs, "runs", 3, "runs of each scenario and mode")
 	cmd.Flags().IntVar(&o.total, "replicas", 6, "totalReplicas of the benchmark workload")
 	cmd.Flags().DurationVar(&o.bound, "bound", 180*time.Second, "give up waiting for all replicas Running after this long")
+	cmd.Flags().DurationVar(&o.failbackBound, "failback-bound", 6*time.Minute, "give up waiting for the baseline to return after member2 restarts after this long")
 	cmd.Flags().StringVar(&o.dir, "dir", "", "lab directory (default: a temporary directory)")
 	return cmd
 }
@@ -114,6 +134,7 @@ type rbBench struct {
 	l       *lab.Lab
 	hostCfg *rest.Config
 	host    client.Client
+	timings string // kubefed's
 }
 
 func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err error) {
@@ -124,9 +145,14 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 		defer func() { _ = os.RemoveAll(o.dir) }()
 	}
 	b := &rbBench{out: out, o: o}
-	b.progress("starting the lab (host + 2 members, 3 nodes each, kubefed)")
+	timings := os.Getenv(lab.KubefedTimingsEnv)
+	if timings == "" {
+		timings = lab.KubefedTimingsDefault
+	}
+	b.timings = timings
+	b.progress("starting the lab (host + 2 members, 3 nodes each, kubefed at %s timings)", timings)
 	start := time.Now()
-	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 2, Nodes: 3,
+	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 2, Nodes: 3, KubefedTimings: timings,
 		// A loaded machine starts API servers slowly; the figures measured
 		// later do not include the start.
 		StartTimeout: 3 * time.Minute, Logf: func(string, ...any) {}})
@@ -164,6 +190,20 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 				b.progress("run %d/%d %-14s %-11s %s, min Ready %d/%d", run, o.runs, sc, mode, secs, m.MinReady, o.total)
 				for _, line := range m.Timeline {
 					fmt.Fprintf(b.out, "      %s\n", line)
+				}
+				if sc == "member-failure" {
+					secs = "not back"
+					if m.FailbackSeconds != nil {
+						secs = fmt.Sprintf("%.1fs", *m.FailbackSeconds)
+					}
+					minReady := "-"
+					if m.FailbackMinReady != nil {
+						minReady = strconv.Itoa(int(*m.FailbackMinReady))
+					}
+					b.progress("run %d/%d %-14s %-11s %s, min Ready %s/%d", run, o.runs, "failback", mode, secs, minReady, o.total)
+					for _, line := range m.FailbackTimeline {
+						fmt.Fprintf(b.out, "      %s\n", line)
+					}
 				}
 				all = append(all, m)
 			}
@@ -272,14 +312,28 @@ func (b *rbBench) memberFailure(ctx context.Context, ns string, m *rbMeasure) er
 		return err
 	}
 	half := int32(b.o.total / 2)
-	err := poll(ctx, 90*time.Second, "replicas split and Ready", func(ctx context.Context) (bool, string, error) {
+	// The member dies under a workload in its steady state: split and Ready
+	// without a break for rbSteady. Right after the workload's start
+	// kubefed's RSP controller still re-checks it every 10 s (pods not all
+	// Ready yet: StatusNeedsRecheck), and a kill inside that window would
+	// measure that leftover re-check instead of kubefed's reaction to a
+	// failed member.
+	var steadySince time.Time
+	err := poll(ctx, 90*time.Second+rbSteady, "replicas split and Ready, steadily", func(ctx context.Context) (bool, string, error) {
 		s1, r1, err1 := b.memberReplicas(ctx, rbHealthy, ns)
 		s2, r2, err2 := b.memberReplicas(ctx, rbFaulty, ns)
 		if err1 != nil || err2 != nil {
+			steadySince = time.Time{}
 			return false, fmt.Sprintf("member1: %v, member2: %v", err1, err2), nil
 		}
-		return s1 == half && r1 == half && s2 == int32(b.o.total)-half && r2 == s2,
-			fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2), nil
+		if split := s1 == half && r1 == half && s2 == int32(b.o.total)-half && r2 == s2; !split {
+			steadySince = time.Time{}
+			return false, fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2), nil
+		}
+		if steadySince.IsZero() {
+			steadySince = time.Now()
+		}
+		return time.Since(steadySince) >= rbSteady, fmt.Sprintf("split and Ready for %s", time.Since(steadySince).Round(time.Second)), nil
 	})
 	if err != nil {
 		return err
@@ -288,12 +342,115 @@ func (b *rbBench) memberFailure(ctx context.Context, ns string, m *rbMeasure) er
 	if err := b.l.KillAPIServer(rbFaulty); err != nil {
 		return err
 	}
+	restarted := false
 	defer func() {
+		if restarted {
+			return
+		}
 		if err := b.reviveFaulty(context.Background()); err != nil {
 			b.progress("restarting %s: %v", rbFaulty, err)
 		}
 	}()
-	return b.waitAllReady(ctx, ns, rbFaulty, killed, m)
+	if err := b.waitAllReady(ctx, ns, rbFaulty, killed, m); err != nil {
+		return err
+	}
+	restarted = true
+	return b.failback(ctx, ns, m)
+}
+
+// failback restarts member2's API server and samples until the user's RSP
+// and the 1:1 split are back and Ready, or --failback-bound passes; then
+// it waits for kubefed to count member2 Ready, for the next scenario.
+func (b *rbBench) failback(ctx context.Context, ns string, m *rbMeasure) error {
+	onset := time.Now()
+	if err := b.l.RestartAPIServer(ctx, rbFaulty); err != nil {
+		return err
+	}
+	minReady := int32(math.MaxInt32)
+	deadline := onset.Add(b.o.failbackBound)
+	tick := time.NewTicker(rbSamplePace)
+	defer tick.Stop()
+	last := ""
+	for {
+		if n, ok := b.readyPods(ctx, ns); ok {
+			minReady = min(minReady, n)
+		}
+		st := b.placementState(ctx, ns)
+		if st != last {
+			last = st
+			m.FailbackTimeline = append(m.FailbackTimeline, fmt.Sprintf("%+.1fs %s", time.Since(onset).Seconds(), st))
+		}
+		if b.atBaseline(ctx, ns) {
+			m.FailbackSeconds = ptr.To(time.Since(onset).Seconds())
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	if minReady != math.MaxInt32 {
+		m.FailbackMinReady = &minReady
+	}
+	return b.waitKubefedReady(ctx)
+}
+
+// atBaseline: the RSP holds the user's weights (1:1, no pins, the user's
+// total) and both members run their half, Ready.
+func (b *rbBench) atBaseline(ctx context.Context, ns string) bool {
+	r := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := b.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbWorkload}, r); err != nil {
+		return false
+	}
+	if r.Spec.TotalReplicas != int32(b.o.total) || len(r.Spec.Clusters) != 2 {
+		return false
+	}
+	for _, c := range []string{rbHealthy, rbFaulty} {
+		p, ok := r.Spec.Clusters[c]
+		if !ok || p.Weight != 1 || p.MinReplicas != 0 || p.MaxReplicas != nil {
+			return false
+		}
+	}
+	half := int32(b.o.total / 2)
+	for c, want := range map[string]int32{rbHealthy: half, rbFaulty: int32(b.o.total) - half} {
+		s, r, err := b.memberReplicas(ctx, c, ns)
+		if err != nil || s != want || r != want {
+			return false
+		}
+	}
+	return true
+}
+
+// readyPods counts the workload's Running, Ready, non-terminating pods over
+// both members; ok is false when member1 could not be read (member2 may
+// still be coming back: its pods count 0 then).
+func (b *rbBench) readyPods(ctx context.Context, ns string) (n int32, ok bool) {
+	for _, c := range []string{rbHealthy, rbFaulty} {
+		cl, err := b.l.Client(c)
+		if err != nil {
+			return 0, false
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		pods := &corev1.PodList{}
+		err = cl.List(sctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": rbWorkload})
+		cancel()
+		if err != nil {
+			if c == rbHealthy {
+				return 0, false
+			}
+			continue
+		}
+		for i := range pods.Items {
+			if lab.PodReady(&pods.Items[i]) {
+				n++
+			}
+		}
+	}
+	return n, true
 }
 
 // waitAllReady samples the Ready count until it reaches totalReplicas or
@@ -427,6 +584,10 @@ func (b *rbBench) reviveFaulty(ctx context.Context) error {
 	if err := b.l.RestartAPIServer(ctx, rbFaulty); err != nil {
 		return err
 	}
+	return b.waitKubefedReady(ctx)
+}
+
+func (b *rbBench) waitKubefedReady(ctx context.Context) error {
 	return poll(ctx, 2*time.Minute, "KubeFedCluster member2 Ready", func(ctx context.Context) (bool, string, error) {
 		k := &kubefedv1beta1.KubeFedCluster{}
 		if err := b.host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: rbFaulty}, k); err != nil {
@@ -499,6 +660,15 @@ type rbSummary struct {
 }
 
 func summarize(all []rbMeasure, sc, mode string) rbSummary {
+	return summarizeBy(all, sc, mode, func(m rbMeasure) (*float64, *int32) { return m.Seconds, &m.MinReady })
+}
+
+// summarizeFailback summarizes the failback part of the member failures.
+func summarizeFailback(all []rbMeasure, mode string) rbSummary {
+	return summarizeBy(all, "member-failure", mode, func(m rbMeasure) (*float64, *int32) { return m.FailbackSeconds, m.FailbackMinReady })
+}
+
+func summarizeBy(all []rbMeasure, sc, mode string, figures func(rbMeasure) (*float64, *int32)) rbSummary {
 	var secs []float64
 	s := rbSummary{minReady: math.MaxInt32}
 	n := 0
@@ -507,9 +677,12 @@ func summarize(all []rbMeasure, sc, mode string) rbSummary {
 			continue
 		}
 		n++
-		s.minReady = min(s.minReady, m.MinReady)
-		if m.Seconds != nil {
-			secs = append(secs, *m.Seconds)
+		sec, ready := figures(m)
+		if ready != nil {
+			s.minReady = min(s.minReady, *ready)
+		}
+		if sec != nil {
+			secs = append(secs, *sec)
 		}
 	}
 	s.recovered = len(secs)
@@ -530,13 +703,14 @@ func fmtSecs(v *float64, recovered, runs int) string {
 func (b *rbBench) report(all []rbMeasure, runs int) error {
 	exF, exK := summarize(all, "exhaustion", "fedfailover"), summarize(all, "exhaustion", "kubefed")
 	mfF, mfK := summarize(all, "member-failure", "fedfailover"), summarize(all, "member-failure", "kubefed")
+	fbF, fbK := summarizeFailback(all, "fedfailover"), summarizeFailback(all, "kubefed")
 	speedup := func(f, k rbSummary) *float64 {
 		if f.median == nil || k.median == nil || *f.median <= 0 {
 			return nil
 		}
 		return ptr.To(math.Round(*k.median / *f.median * 100) / 100)
 	}
-	exSpeed, mfSpeed := speedup(exF, exK), speedup(mfF, mfK)
+	exSpeed, mfSpeed, fbSpeed := speedup(exF, exK), speedup(mfF, mfK), speedup(fbF, fbK)
 	fmtSpeed := func(v *float64) string {
 		if v == nil {
 			return "-"
@@ -548,24 +722,38 @@ func (b *rbBench) report(all []rbMeasure, runs int) error {
 			fmtSecs(f.median, f.recovered, runs), fmtSecs(f.p95, f.recovered, runs),
 			fmtSecs(k.median, k.recovered, runs), fmtSecs(k.p95, k.recovered, runs),
 			fmtSpeed(sp),
-			fmt.Sprintf("%d/%d", f.minReady, b.o.total), fmt.Sprintf("%d/%d", k.minReady, b.o.total)}
+			b.fmtReady(f.minReady), b.fmtReady(k.minReady)}
 	}
 	fmt.Fprintln(b.out)
-	fmt.Fprintf(b.out, "rebalance benchmark: %d of %d run(s), totalReplicas %d, bound %s; seconds to all replicas Ready\n", runs, b.o.runs, b.o.total, b.o.bound)
+	fmt.Fprintf(b.out, "rebalance benchmark: %d of %d run(s), totalReplicas %d, bound %s, kubefed at %s timings; seconds to all replicas Ready (failback: to the baseline)\n",
+		runs, b.o.runs, b.o.total, b.o.bound, b.timings)
 	if err := bench.Table(b.out, []string{"SCENARIO", "FEDFAILOVER S (MEDIAN)", "P95", "KUBEFED ALONE S (MEDIAN)", "P95", "SPEEDUP",
 		"MIN READY FEDFAILOVER", "MIN READY KUBEFED"}, [][]string{
 		row("capacity exhaustion", exF, exK, exSpeed),
 		row("member failure", mfF, mfK, mfSpeed),
+		row("member failback", fbF, fbK, fbSpeed),
 	}); err != nil {
 		return err
 	}
-	fmt.Fprintln(b.out, "goals: exhaustion >= 3x faster than kubefed alone and <= 20 s; member failure <= 30 s; min Ready not below kubefed alone")
+	goals := rbGoals(exF, exK, mfF, mfK, fbF, fbK, exSpeed)
+	fmt.Fprintf(b.out, "goals: exhaustion >= 3x faster than kubefed alone and <= 20 s: %s; member failure <= 30 s: %s; min Ready during failover and failback not below kubefed alone: %s\n",
+		met(goals["exhaustion"]), met(goals["member_failure"]), met(goals["min_ready"]))
 	return bench.WriteJSON(b.out, map[string]any{
 		"benchmark":                             "rebalance",
 		"runs":                                  runs,
 		"total_replicas":                        b.o.total,
 		"bound_seconds":                         b.o.bound.Seconds(),
 		"policy":                                rbBenchPolicy,
+		"kubefed_timings":                       b.timings,
+		"goals_met":                             goals,
+		"failback_seconds":                      fbF.median,
+		"failback_seconds_p95":                  fbF.p95,
+		"failback_seconds_kubefed":              fbK.median,
+		"failback_seconds_kubefed_p95":          fbK.p95,
+		"failback_recovered_runs":               fbF.recovered,
+		"failback_kubefed_recovered_runs":       fbK.recovered,
+		"min_ready_failback_fedfailover":        readyOrNil(fbF.minReady),
+		"min_ready_failback_kubefed":            readyOrNil(fbK.minReady),
 		"exhaustion_seconds":                    exF.median,
 		"exhaustion_seconds_p95":                exF.p95,
 		"exhaustion_seconds_kubefed":            exK.median,
@@ -590,4 +778,38 @@ func (b *rbBench) report(all []rbMeasure, runs int) error {
 		"measurements":                          all,
 		"sample_interval_ms":                    rbSamplePace.Milliseconds(),
 	})
+}
+
+// rbGoals checks the benchmark's goals (p95 for the time bounds, so that
+// every run but an outlier meets them; the lowest Ready of any run).
+func rbGoals(exF, exK, mfF, mfK, fbF, fbK rbSummary, exSpeed *float64) map[string]bool {
+	within := func(v *float64, limit float64) bool { return v != nil && *v <= limit }
+	return map[string]bool{
+		"exhaustion":     exSpeed != nil && *exSpeed >= 3 && within(exF.p95, 20),
+		"member_failure": within(mfF.p95, 30),
+		"min_ready": exF.minReady >= exK.minReady && mfF.minReady >= mfK.minReady &&
+			fbF.minReady >= fbK.minReady && fbF.recovered > 0,
+	}
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// fmtReady shows a lowest Ready count; "-" when nothing was sampled.
+func (b *rbBench) fmtReady(n int32) string {
+	if n == math.MaxInt32 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", n, b.o.total)
+}
+
+func readyOrNil(n int32) *int32 {
+	if n == math.MaxInt32 {
+		return nil
+	}
+	return &n
 }

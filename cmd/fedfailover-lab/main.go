@@ -87,6 +87,7 @@ func upCmd(dir *string) *cobra.Command {
 	f.StringVar(&o.PowerOffConditionType, "power-off-condition-type", "PowerOn", "Machine condition type written by powered-off-condition evidence")
 	f.StringVar(&o.PowerOffConditionReason, "power-off-condition-reason", "PoweredOff", "reason of that condition")
 	f.StringVar(&o.MachineNamespace, "machine-namespace", "default", "host namespace of CAPI Clusters and Machines")
+	f.StringVar(&o.KubefedTimings, "kubefed-timings", "", "kubefed health check and delays: default (the kubefed chart's) or tuned (faster, for local iteration); default $"+lab.KubefedTimingsEnv+" or default")
 	f.BoolVar(&detach, "detach", false, "start the supervisor in the background and return once the lab is ready")
 	return cmd
 }

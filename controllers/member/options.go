@@ -20,6 +20,12 @@ type Options struct {
 	// FailureThreshold consecutive failed probes tear the connection down.
 	// 401 and 403 tear it down at once.
 	FailureThreshold int
+	// The defaults notice a member whose API server died within
+	// FailureThreshold x ProbePeriod (4 s): the rebalance hysteresis is the
+	// policy's clusterFailedAfter, counted from the teardown, and the member
+	// failure target (replicas elsewhere within 30 s, kubefed alone ~74 s at
+	// its default timings) leaves no room for a slow probe on top of it. A
+	// false teardown costs a reconnect and a relist, nothing more.
 	// ConnectTimeout bounds the first requests of a new connection.
 	ConnectTimeout time.Duration
 	// CacheSyncTimeout bounds the initial list of the member's cache.
@@ -45,13 +51,13 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	defaults.String(&o.Namespace, DefaultNamespace)
-	defaults.Set(&o.ProbePeriod, 10*time.Second)
-	defaults.Set(&o.ProbeTimeout, 5*time.Second)
+	defaults.Set(&o.ProbePeriod, 2*time.Second)
+	defaults.Set(&o.ProbeTimeout, 3*time.Second)
 	defaults.Set(&o.ConnectTimeout, 10*time.Second)
 	defaults.Set(&o.CacheSyncTimeout, 2*time.Minute)
 	defaults.Set(&o.RetryPeriod, o.ProbePeriod)
 	defaults.Set(&o.StatusRefresh, time.Minute)
-	defaults.Set(&o.FailureThreshold, 3)
+	defaults.Set(&o.FailureThreshold, 2)
 	defaults.Set(&o.MaxConcurrentReconciles, 10)
 	defaults.Set(&o.QPS, 50)
 	defaults.Set(&o.Burst, 100)

@@ -45,8 +45,21 @@ func (l *Lab) setupHost(ctx context.Context, st *State) error {
 			return err
 		}
 	}
-	if err := createIgnoreExists(ctx, cl, kubeFedConfig()); err != nil {
+	timings, err := kubefedTimingsFor(l.opts.KubefedTimings)
+	if err != nil {
+		return err
+	}
+	if err := createIgnoreExists(ctx, cl, kubeFedConfig(timings)); err != nil {
 		return fmt.Errorf("KubeFedConfig: %w", err)
+	}
+	// Before kubefed starts: a type enabled under a running kubefed v0.10
+	// got two sync controllers, and the first one's worker, whose informer
+	// never syncs, exits the whole process after cacheSyncTimeout (2 min
+	// into every lab, in the middle of a test or a kubefed-alone baseline).
+	for _, t := range []string{"namespaces", "deployments.apps"} {
+		if _, err := l.Kubefedctl(ctx, "enable", t); err != nil {
+			return err
+		}
 	}
 	ports := NewPortAllocator()
 	healthz, err := ports.Free()
@@ -73,9 +86,45 @@ func (l *Lab) setupHost(ctx context.Context, st *State) error {
 	})
 }
 
-// kubeFedConfig mirrors the kubefed chart's defaults with lab timings. The
-// leader lock must be configmaps or endpoints: kubefed v0.10 knows no leases.
-func kubeFedConfig() *unstructured.Unstructured {
+// Kubefed timing sets for the lab (Options.KubefedTimings).
+const (
+	// KubefedTimingsDefault is the kubefed chart's defaults (and kubefed's
+	// own, pkg/apis/core/v1beta1/defaults): what a user's kubefed does.
+	// Baselines and benchmarks run with it.
+	KubefedTimingsDefault = "default"
+	// KubefedTimingsTuned is faster for local iteration: kubefed sees a
+	// member fail in 5-10 s and replans 10 s later. Not what users run.
+	KubefedTimingsTuned = "tuned"
+	// KubefedTimingsEnv selects the timings when Options leave them empty.
+	KubefedTimingsEnv = "FEDFAILOVER_LAB_KUBEFED_TIMINGS"
+)
+
+// kubefedTimings are the KubeFedConfig fields that decide how fast kubefed
+// notices a member failing and reacts to it.
+type kubefedTimings struct {
+	healthPeriod, healthTimeout      string
+	failureThreshold                 int64
+	successThreshold                 int64
+	availableDelay, unavailableDelay string
+}
+
+func kubefedTimingsFor(name string) (kubefedTimings, error) {
+	switch name {
+	case KubefedTimingsDefault:
+		// kubefed v0.10 charts/kubefed/charts/controllermanager/templates/kubefedconfig.yaml
+		return kubefedTimings{healthPeriod: "10s", healthTimeout: "3s", failureThreshold: 3, successThreshold: 1,
+			availableDelay: "20s", unavailableDelay: "60s"}, nil
+	case KubefedTimingsTuned:
+		return kubefedTimings{healthPeriod: "5s", healthTimeout: "3s", failureThreshold: 2, successThreshold: 1,
+			availableDelay: "5s", unavailableDelay: "10s"}, nil
+	}
+	return kubefedTimings{}, fmt.Errorf("kubefed timings %q: want %q or %q", name, KubefedTimingsDefault, KubefedTimingsTuned)
+}
+
+// kubeFedConfig mirrors the kubefed chart's KubeFedConfig with the given
+// health check and delays. The leader lock must be configmaps or endpoints:
+// kubefed v0.10 knows no leases.
+func kubeFedConfig(t kubefedTimings) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "core.kubefed.io/v1beta1",
 		"kind":       "KubeFedConfig",
@@ -83,7 +132,7 @@ func kubeFedConfig() *unstructured.Unstructured {
 		"spec": map[string]any{
 			"scope": "Cluster",
 			"controllerDuration": map[string]any{
-				"availableDelay": "5s", "unavailableDelay": "10s", "cacheSyncTimeout": "2m",
+				"availableDelay": t.availableDelay, "unavailableDelay": t.unavailableDelay, "cacheSyncTimeout": "2m",
 			},
 			"leaderElect": map[string]any{
 				// A single replica has no one to fail over to: a long renew
@@ -93,7 +142,8 @@ func kubeFedConfig() *unstructured.Unstructured {
 				"leaseDuration": "30s", "renewDeadline": "25s", "retryPeriod": "5s", "resourceLock": "configmaps",
 			},
 			"clusterHealthCheck": map[string]any{
-				"period": "5s", "failureThreshold": int64(2), "successThreshold": int64(1), "timeout": "3s",
+				"period": t.healthPeriod, "failureThreshold": t.failureThreshold,
+				"successThreshold": t.successThreshold, "timeout": t.healthTimeout,
 			},
 			"syncController":   map[string]any{"maxConcurrentReconciles": int64(2), "adoptResources": "Enabled"},
 			"statusController": map[string]any{"maxConcurrentReconciles": int64(2)},
@@ -166,9 +216,8 @@ func (l *Lab) Kubefedctl(ctx context.Context, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// joinMembers runs `kubefedctl join` for every member, enables federation of
-// deployments and namespaces, and waits until kubefed reports every member
-// Ready.
+// joinMembers runs `kubefedctl join` for every member and waits until
+// kubefed reports every member Ready (setupHost enabled the federated types).
 func (l *Lab) joinMembers(ctx context.Context, st *State) error {
 	errs := make([]error, len(st.Clusters))
 	var wg sync.WaitGroup
@@ -180,11 +229,6 @@ func (l *Lab) joinMembers(ctx context.Context, st *State) error {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
-	}
-	for _, t := range []string{"namespaces", "deployments.apps"} {
-		if _, err := l.Kubefedctl(ctx, "enable", t); err != nil {
-			return err
-		}
 	}
 	host, err := l.Client(HostName)
 	if err != nil {

@@ -52,6 +52,10 @@ type Options struct {
 	MachineNamespace string `json:"machineNamespace"`
 	// StartTimeout bounds each component's start (default 60s).
 	StartTimeout time.Duration `json:"startTimeout"`
+	// KubefedTimings picks kubefed's cluster health check and controller
+	// delays: KubefedTimingsDefault (the kubefed chart's defaults, what users
+	// run) unless set, or from $FEDFAILOVER_LAB_KUBEFED_TIMINGS when empty.
+	KubefedTimings string `json:"kubefedTimings"`
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any) `json:"-"`
 }
@@ -112,6 +116,15 @@ func (o *Options) defaults() error {
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 60 * time.Second
+	}
+	if o.KubefedTimings == "" {
+		o.KubefedTimings = os.Getenv(KubefedTimingsEnv)
+	}
+	if o.KubefedTimings == "" {
+		o.KubefedTimings = KubefedTimingsDefault
+	}
+	if _, err := kubefedTimingsFor(o.KubefedTimings); err != nil {
+		return err
 	}
 	return nil
 }

@@ -422,7 +422,7 @@ func seedMachine(t *testing.T, c client.Client, node string, deleting bool) {
 	m := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: node, Labels: map[string]string{clusterv1.ClusterNameLabel: "member1"},
 			Finalizers: []string{clusterv1.MachineFinalizer}},
-		Spec: clusterv1.MachineSpec{ClusterName: "member1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &secret},
+		Spec: clusterv1.MachineSpec{ClusterName: "member1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &secret}, ProviderID: "test://" + node,
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.example.io", Kind: "TestMachine", Name: node}},
 	}
 	create(t, c, m)

@@ -209,6 +209,7 @@ func machine(cluster, node string, deleting bool, infraReason string) *clusterv1
 	m.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster}
 	m.Spec.ClusterName = cluster
 	m.Status.NodeRef.Name = node
+	m.Spec.ProviderID = "kwok://" + node
 	if deleting {
 		m.DeletionTimestamp = ago(9 * time.Minute)
 		m.Finalizers = []string{clusterv1.MachineFinalizer}

@@ -86,12 +86,12 @@ type FencingView struct {
 // memberCAPICluster finds the member's Cluster API Cluster as the
 // controllers do (internal/capimap), from its KubeFedCluster's annotations.
 func memberCAPICluster(ctx context.Context, r client.Reader, s *Snapshot, cluster string) (capimap.Reader, types.NamespacedName, error) {
-	var annotations map[string]string
+	m := capimap.Member{Name: cluster}
 	if k := s.cluster(cluster); k != nil {
-		annotations = k.Annotations
+		m = capimap.MemberOf(k)
 	}
 	capi := capimap.Reader{Reader: r}
-	cl, err := capi.Cluster(ctx, cluster, annotations)
+	cl, err := capi.Cluster(ctx, m)
 	return capi, cl, err
 }
 

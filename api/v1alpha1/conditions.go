@@ -25,6 +25,33 @@ const (
 	// ConditionOverlapping is True while another policy governs node recovery
 	// in some of the members this one selects; the message names the winner.
 	ConditionOverlapping = "Overlapping"
+	// ConditionMachineEvidenceUnavailable is True while, for some selected
+	// member, a Cluster API Cluster may be the member's but cannot be shown
+	// to be (its reason says why, the message names the member): no Machine
+	// evidence is used for that member's nodes. Reported only by policies
+	// with node recovery enabled.
+	ConditionMachineEvidenceUnavailable = "MachineEvidenceUnavailable"
+)
+
+// Reasons of the MachineEvidenceUnavailable condition (and of the
+// internal/capimap errors behind it).
+const (
+	// ReasonCAPIClusterAmbiguous: several Clusters have the member's (or the
+	// annotation's bare) name, and no single one has the KubeFedCluster's
+	// apiEndpoint as its controlPlaneEndpoint.
+	ReasonCAPIClusterAmbiguous = "CAPIClusterAmbiguous"
+	// ReasonCAPIClusterUnverified: one Cluster merely has the member's name:
+	// its controlPlaneEndpoint is not the KubeFedCluster's apiEndpoint, and no
+	// annotation names it.
+	ReasonCAPIClusterUnverified = "CAPIClusterUnverified"
+	// ReasonCAPIClusterNotFound: the failover.fedfailover.io/capi-cluster
+	// annotation names a Cluster that does not exist.
+	ReasonCAPIClusterNotFound = "CAPIClusterNotFound"
+	// ReasonCAPIClusterAnnotationInvalid: the annotation is malformed.
+	ReasonCAPIClusterAnnotationInvalid = "CAPIClusterAnnotationInvalid"
+	// ReasonCAPIClustersResolved: False; every selected member has one
+	// verified Cluster, or none at all (or the host has no Cluster API).
+	ReasonCAPIClustersResolved = "CAPIClustersResolved"
 )
 
 // Reasons of the Overlapping condition.

@@ -132,12 +132,27 @@ type FencingSpec struct {
 	// +kubebuilder:validation:MaxItems=8
 	PoweredOffConditions []MachineConditionMatch `json:"poweredOffConditions,omitempty"`
 
-	// ExternalFenceAnnotation is an annotation key that a fencing agent sets to
-	// "true" on the member Node or on its Machine once it has fenced the node.
+	// ExternalFenceAnnotation is an annotation key that a fencing agent sets,
+	// once it has fenced the node, to the time it did so (RFC 3339, e.g.
+	// "2026-01-02T03:04:05Z"), on the object externalFenceSource names. The
+	// mark counts only when that time is at or after the start of the
+	// node's current loss, so a mark left from an earlier incident never
+	// fences. A value without a time (such as "true") never counts.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
 	ExternalFenceAnnotation string `json:"externalFenceAnnotation,omitempty"`
+
+	// ExternalFenceSource is where externalFenceAnnotation is read: Machine
+	// (the default) reads the node's Cluster API Machine in the host cluster;
+	// its time is compared with when fedfailover saw the loss begin. Node
+	// reads the member Node itself, compared with the Node's Ready transition
+	// time. A Node annotation is FORGEABLE by anyone with nodes/patch in the
+	// member (the node's own kubelet, any DaemonSet, a mistaken kubectl
+	// annotate): choose Node only when no such writer can be an attacker.
+	// +optional
+	// +kubebuilder:default=Machine
+	ExternalFenceSource ExternalFenceSource `json:"externalFenceSource,omitempty"`
 
 	// AssumeFencedAfter treats a node lost for this long as fenced without any
 	// evidence. UNSAFE unless every node runs a watchdog that powers it off when
@@ -157,6 +172,18 @@ type FencingSpec struct {
 	// +kubebuilder:default=false
 	RequestMachineDeletion bool `json:"requestMachineDeletion,omitempty"`
 }
+
+// ExternalFenceSource is the object the external fence annotation is read from.
+// +kubebuilder:validation:Enum=Machine;Node
+type ExternalFenceSource string
+
+// External fence sources.
+const (
+	// ExternalFenceSourceMachine: the node's Cluster API Machine (host cluster).
+	ExternalFenceSourceMachine ExternalFenceSource = "Machine"
+	// ExternalFenceSourceNode: the member Node (forgeable by node-level writers).
+	ExternalFenceSourceNode ExternalFenceSource = "Node"
+)
 
 // MachineConditionMatch matches a Cluster API Machine condition.
 type MachineConditionMatch struct {

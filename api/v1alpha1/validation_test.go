@@ -102,6 +102,10 @@ func TestValidation(t *testing.T) {
 			"spec.nodeRecovery.fencing.poweredOffConditions[0].type", "at least 1 chars long"},
 		{"bad external fence annotation", `nodeRecovery: {fencing: {externalFenceAnnotation: "not a key!"}}`,
 			"spec.nodeRecovery.fencing.externalFenceAnnotation", "should match"},
+		{"unknown external fence source", `nodeRecovery: {fencing: {externalFenceAnnotation: x.io/fenced, externalFenceSource: Kubelet}}`,
+			"spec.nodeRecovery.fencing.externalFenceSource", "Unsupported value"},
+		{"external fence source in lower case", `nodeRecovery: {fencing: {externalFenceAnnotation: x.io/fenced, externalFenceSource: node}}`,
+			"spec.nodeRecovery.fencing.externalFenceSource", "Unsupported value"},
 		{"pod namespaces and namespaceSelector", `nodeRecovery: {pods: {namespaces: [a], namespaceSelector: {matchLabels: {a: b}}}}`,
 			"spec.nodeRecovery.pods", "mutually exclusive"},
 		{"zero stormCooldown", `nodeRecovery: {stormCooldown: 0ms}`,
@@ -173,6 +177,27 @@ func TestValidSelectorsAccepted(t *testing.T) {
 	_ = c.Delete(context.Background(), obj)
 }
 
+// TestExternalFenceSourceAccepted: both sources are accepted, as written.
+func TestExternalFenceSourceAccepted(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	for _, src := range []v1alpha1.ExternalFenceSource{v1alpha1.ExternalFenceSourceMachine, v1alpha1.ExternalFenceSourceNode} {
+		name := "fence-source-" + strings.ToLower(string(src))
+		obj := policyFromYAML(t, name, `{nodeRecovery: {fencing: {externalFenceAnnotation: x.io/fenced, externalFenceSource: `+string(src)+`}}}`)
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("externalFenceSource %s rejected: %v", src, err)
+		}
+		var got v1alpha1.FailoverPolicy
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.NodeRecovery.Fencing.ExternalFenceSource != src {
+			t.Errorf("externalFenceSource stored as %q, want %q", got.Spec.NodeRecovery.Fencing.ExternalFenceSource, src)
+		}
+		_ = c.Delete(ctx, obj)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
@@ -198,6 +223,7 @@ func TestDefaults(t *testing.T) {
 		{"nodeRecovery.fencing.machineInfrastructureDeleted", nr.Fencing.MachineInfrastructureDeleted, true},
 		{"nodeRecovery.fencing.requestMachineDeletion", nr.Fencing.RequestMachineDeletion, false},
 		{"nodeRecovery.fencing.assumeFencedAfter", nr.Fencing.AssumeFencedAfter == nil, true},
+		{"nodeRecovery.fencing.externalFenceSource", nr.Fencing.ExternalFenceSource, v1alpha1.ExternalFenceSourceMachine},
 		{"rebalance.enabled", rb.Enabled, true},
 		{"rebalance.capacityExhaustedAfter", rb.CapacityExhaustedAfter.Get(), 10 * time.Second},
 		{"rebalance.clusterFailedAfter", rb.ClusterFailedAfter.Get(), 20 * time.Second},

@@ -325,8 +325,8 @@ func seedHost(t *testing.T, c client.Client) {
 	if err := c.Status().Update(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
-	// member1's Cluster API Cluster, found by name: its Machines are the
-	// ones the controllers (and so explain) use.
+	// member1's Cluster API Cluster, found by name and endpoint: its
+	// Machines are the ones the controllers (and so explain) use.
 	create(t, c, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "member1"},
 		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "member1.invalid", Port: 6443}}})
 	seedMachine(t, c, "m1-node-1", false)
@@ -377,7 +377,7 @@ func seedClusters(t *testing.T, c client.Client) {
 	t.Helper()
 	for name, ready := range map[string]corev1.ConditionStatus{"member1": corev1.ConditionTrue, "member2": corev1.ConditionFalse} {
 		k := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: cli.DefaultKubefedNamespace, Name: name},
-			Spec: kubefedv1beta1.KubeFedClusterSpec{APIEndpoint: "https://" + name + ".invalid", SecretRef: kubefedv1beta1.LocalSecretReference{Name: name}}}
+			Spec: kubefedv1beta1.KubeFedClusterSpec{APIEndpoint: "https://" + name + ".invalid:6443", SecretRef: kubefedv1beta1.LocalSecretReference{Name: name}}}
 		create(t, c, k)
 		now := metav1.Now()
 		k.Status.Conditions = []kubefedv1beta1.ClusterCondition{{Type: "Ready", Status: ready, LastProbeTime: now, LastTransitionTime: &now}}
@@ -422,7 +422,7 @@ func seedMachine(t *testing.T, c client.Client, node string, deleting bool) {
 	m := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: node, Labels: map[string]string{clusterv1.ClusterNameLabel: "member1"},
 			Finalizers: []string{clusterv1.MachineFinalizer}},
-		Spec: clusterv1.MachineSpec{ClusterName: "member1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &secret},
+		Spec: clusterv1.MachineSpec{ClusterName: "member1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &secret}, ProviderID: "test://" + node,
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.example.io", Kind: "TestMachine", Name: node}},
 	}
 	create(t, c, m)

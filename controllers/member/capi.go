@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -42,7 +44,7 @@ func (c *Cache) CAPICluster(ctx context.Context, member string) (types.Namespace
 	if err := c.capi.kubefed.Get(ctx, types.NamespacedName{Namespace: c.capi.ns, Name: member}, kfc); err != nil {
 		return types.NamespacedName{}, fmt.Errorf("getting KubeFedCluster %q: %w", member, err)
 	}
-	return c.capi.host.Cluster(ctx, member, kfc.Annotations)
+	return c.capi.host.Cluster(ctx, capimap.MemberOf(kfc))
 }
 
 // MachineForNode returns the Machine whose status.nodeRef is the member's Node.
@@ -65,4 +67,36 @@ func (c *Cache) MachinesByNode(ctx context.Context, member string) (map[string]*
 		return nil, err
 	}
 	return c.capi.host.MachinesByNode(ctx, cl)
+}
+
+// CAPIProblem is a member whose Cluster API Cluster cannot be trusted, so
+// none of its Machines is used as evidence (see capimap.Reader.Cluster).
+type CAPIProblem struct {
+	Member string
+	Err    *capimap.ClusterError
+}
+
+// CAPIProblems checks the Cluster API mapping of each KubeFedCluster and
+// returns the members whose Cluster is ambiguous, unverified or missing, by
+// name. A member with no Cluster at all is not a problem (it is not managed
+// by Cluster API); neither is a host without Cluster API (ErrCAPIUnavailable
+// says so). Other errors (reads that failed) are returned.
+func (c *Cache) CAPIProblems(ctx context.Context, kfcs []kubefedv1beta1.KubeFedCluster) ([]CAPIProblem, error) {
+	if !c.capi.enabled {
+		return nil, ErrCAPIUnavailable
+	}
+	var out []CAPIProblem
+	for i := range kfcs {
+		_, err := c.capi.host.Cluster(ctx, capimap.MemberOf(&kfcs[i]))
+		var ce *capimap.ClusterError
+		switch {
+		case errors.As(err, &ce):
+			out = append(out, CAPIProblem{Member: kfcs[i].Name, Err: ce})
+		case err == nil, errors.Is(err, capimap.ErrNoCluster): // mapped, or no Cluster at all
+		default:
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b CAPIProblem) int { return strings.Compare(a.Member, b.Member) })
+	return out, nil
 }

@@ -23,14 +23,17 @@ import (
 // both must name the same Machine, or both none.
 func TestExplainFindsTheControllersMachine(t *testing.T) {
 	kfc := func(name, annotation string) client.Object {
-		k := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: name}}
+		k := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: name},
+			Spec: kubefedv1beta1.KubeFedClusterSpec{APIEndpoint: "https://" + name + ".example:6443"}}
 		if annotation != "" {
 			k.Annotations = map[string]string{contract.AnnotationCAPICluster: annotation}
 		}
 		return k
 	}
+	// Each Cluster's endpoint is that of the member of its name.
 	cluster := func(ns, name string) client.Object {
-		return &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		return &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: name + ".example", Port: 6443}}}
 	}
 	machine := func(ns, name, cl, node string) client.Object {
 		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
@@ -44,9 +47,13 @@ func TestExplainFindsTheControllersMachine(t *testing.T) {
 	stray.SetLabels(map[string]string{clusterv1.ClusterNameLabel: "alpha"})
 	objs := []client.Object{
 		kfc("alpha", ""), kfc("beta", "capi-prod/beta-prod"), kfc("gamma", "gamma-capi"), kfc("twin", ""), kfc("lonely", ""),
-		kfc("broken", "capi-prod/"),
+		kfc("broken", "capi-prod/"), kfc("lookalike", ""),
 		cluster("fleet", "alpha"), cluster("capi-prod", "beta-prod"), cluster("decoy", "beta-prod"), cluster("fleet", "gamma-capi"),
 		cluster("a", "twin"), cluster("b", "twin"),
+		// Merely the member's name: another endpoint.
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "lookalike"},
+			Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "elsewhere.example", Port: 6443}}},
+		machine("fleet", "lookalike-m0", "lookalike", "n0"),
 		machine("fleet", "alpha-m0", "alpha", "n0"), machine("fleet", "alpha-m1", "alpha", "n1"), machine("fleet", "alpha-m1b", "alpha", "n1"),
 		machine("capi-prod", "beta-m0", "beta-prod", "n0"), machine("decoy", "decoy-m0", "beta-prod", "n1"),
 		machine("fleet", "gamma-m0", "gamma-capi", "n0"),
@@ -69,7 +76,7 @@ func TestExplainFindsTheControllersMachine(t *testing.T) {
 	}
 
 	found := 0
-	for _, member := range []string{"alpha", "beta", "gamma", "twin", "lonely", "broken"} {
+	for _, member := range []string{"alpha", "beta", "gamma", "twin", "lonely", "broken", "lookalike"} {
 		// What node recovery uses: the member's Machines by node.
 		byNode, ctrlErr := c.MachinesByNode(ctx, member)
 		for _, node := range []string{"n0", "n1", "n2", "n9"} {

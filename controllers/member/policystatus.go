@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -42,7 +43,8 @@ func (r *policyStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	members, cond, overlap := r.desired(ctx, pol)
-	if err := r.apply(ctx, pol, members, cond, overlap); err != nil {
+	extra := r.machineEvidence(ctx, pol)
+	if err := r.apply(ctx, pol, members, cond, overlap, extra...); err != nil {
 		return ctrl.Result{}, err
 	}
 	// lastProbeTime goes stale otherwise.
@@ -94,6 +96,42 @@ func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.Fail
 		fmt.Sprintf("%d of %d members not connected: %s", len(down), len(members), strings.Join(down, ", "))), overlap
 }
 
+// machineEvidence is the MachineEvidenceUnavailable condition of a policy
+// with node recovery (none otherwise): True, naming each selected member
+// whose Cluster API Cluster cannot be trusted and why, so that "no Machine
+// evidence" is never silent.
+func (r *policyStatusReconciler) machineEvidence(ctx context.Context, pol *v1alpha1.FailoverPolicy) []metav1.Condition {
+	if !policy.Enabled(pol, policy.NodeRecovery) {
+		return nil
+	}
+	cond := func(status metav1.ConditionStatus, reason, msg string) []metav1.Condition {
+		return []metav1.Condition{policystatus.Condition(pol, v1alpha1.ConditionMachineEvidenceUnavailable, status, reason, msg)}
+	}
+	sel, err := policy.Clusters(pol)
+	if err != nil {
+		return cond(metav1.ConditionUnknown, v1alpha1.ReasonInvalidSelector, err.Error())
+	}
+	kfcs, err := r.cache.KubeFedClusters(ctx, sel)
+	if err != nil {
+		return cond(metav1.ConditionUnknown, v1alpha1.ReasonListFailed, err.Error())
+	}
+	problems, err := r.cache.CAPIProblems(ctx, kfcs)
+	switch {
+	case errors.Is(err, ErrCAPIUnavailable):
+		return cond(metav1.ConditionFalse, v1alpha1.ReasonCAPIClustersResolved, "the host cluster has no Cluster API CRDs: no Machine evidence exists")
+	case err != nil:
+		return cond(metav1.ConditionUnknown, v1alpha1.ReasonListFailed, err.Error())
+	case len(problems) == 0:
+		return cond(metav1.ConditionFalse, v1alpha1.ReasonCAPIClustersResolved,
+			"each selected member has one verified Cluster API Cluster, or none")
+	}
+	parts := make([]string, 0, len(problems))
+	for _, p := range problems {
+		parts = append(parts, fmt.Sprintf("member %s: %s", p.Member, p.Err.Message))
+	}
+	return cond(metav1.ConditionTrue, problems[0].Err.Reason, "no Machine evidence can be used for "+strings.Join(parts, "; "))
+}
+
 // overlaps names the selected members whose node recovery another policy
 // governs (internal/policy.Overlaps).
 func (r *policyStatusReconciler) overlaps(ctx context.Context, pol *v1alpha1.FailoverPolicy, kfcs []kubefedv1beta1.KubeFedCluster) ([]string, error) {
@@ -131,7 +169,8 @@ func (r *policyStatusReconciler) keepFreshProbeTimes(pol *v1alpha1.FailoverPolic
 // apply writes the member fields and Ready with server-side apply. Ready
 // summarises this controller's condition and the other controllers' (see
 // policystatus.Ready). An unchanged status is a no-op for the API server.
-func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus, cond, overlap metav1.Condition) error {
+func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus,
+	cond, overlap metav1.Condition, extra ...metav1.Condition) error {
 	var connected int32
 	for _, m := range members {
 		if m.Connected {
@@ -144,7 +183,7 @@ func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.Failov
 		ObservedGeneration: pol.Generation,
 		Members:            members,
 		ConnectedMembers:   connected,
-		Conditions:         policystatus.Conditions(pol, cond, overlap, policystatus.Ready(pol, conds)),
+		Conditions:         policystatus.Conditions(pol, append([]metav1.Condition{cond, overlap, policystatus.Ready(pol, conds)}, extra...)...),
 	}
 	return policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status)
 }

@@ -207,10 +207,11 @@ func continuesRecord(rec *v1alpha1.NodeRecovery, n *corev1.Node) bool {
 	return nodecond.SameLoss(corev1.ConditionStatus(rec.Status.ReadyStatus), rec.Status.ReadySince.Time, nodecond.Ready(n))
 }
 
-// canRequestMachineDeletion: only a Machine of this node, not being deleted
-// already, and not remediated by someone else.
+// canRequestMachineDeletion: only the Machine of this node (nodeRef and
+// providerID, fencing.MachineOfNode), not being deleted already, and not
+// remediated by someone else.
 func canRequestMachineDeletion(in planInput) bool {
 	m := in.Machine
 	return in.Policy.Fencing.RequestMachineDeletion && m != nil && m.DeletionTimestamp == nil &&
-		in.MachineOwner == "" && (m.Status.NodeRef.Name == "" || m.Status.NodeRef.Name == in.Node.Name)
+		in.MachineOwner == "" && fencing.MachineOfNode(in.Node, m) == ""
 }

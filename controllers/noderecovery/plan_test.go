@@ -16,10 +16,13 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
+// testProviderID ties the test Node to its Machine (fencing.MachineOfNode).
+const testProviderID = "kwok://n1"
+
 func node(ready corev1.ConditionStatus, since time.Time, ann map[string]string, taints ...corev1.Taint) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: ann},
-		Spec:       corev1.NodeSpec{Taints: taints},
+		Spec:       corev1.NodeSpec{Taints: taints, ProviderID: testProviderID},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: ready, LastTransitionTime: metav1.NewTime(since)}}},
 	}
@@ -29,6 +32,7 @@ func deletedMachine() *clusterv1.Machine {
 	now := metav1.NewTime(t0)
 	return &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: "default", DeletionTimestamp: &now, Finalizers: []string{"x"}},
+		Spec:       clusterv1.MachineSpec{ProviderID: testProviderID},
 		Status: clusterv1.MachineStatus{NodeRef: clusterv1.MachineNodeReference{Name: "n1"}, Conditions: []metav1.Condition{{
 			Type: clusterv1.MachineInfrastructureReadyCondition, Status: metav1.ConditionFalse, Reason: clusterv1.MachineInfrastructureDeletedReason}}},
 	}
@@ -36,6 +40,7 @@ func deletedMachine() *clusterv1.Machine {
 
 func livingMachine() *clusterv1.Machine {
 	return &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: "default"},
+		Spec:   clusterv1.MachineSpec{ProviderID: testProviderID},
 		Status: clusterv1.MachineStatus{NodeRef: clusterv1.MachineNodeReference{Name: "n1"}}}
 }
 

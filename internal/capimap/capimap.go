@@ -9,13 +9,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
@@ -49,24 +55,73 @@ type Reader struct {
 	Indexed bool
 }
 
-// Cluster returns the Cluster API Cluster of a member, given the
-// annotations of its KubeFedCluster: the Cluster that
-// contract.AnnotationCAPICluster names as "namespace/name" (it must exist),
-// else the only Cluster, in any namespace, with the annotation's bare name
-// or, without the annotation, the member's name.
-func (r Reader) Cluster(ctx context.Context, member string, annotations map[string]string) (types.NamespacedName, error) {
-	ref, set, err := contract.DecodeCAPICluster(annotations)
+// Member is what the mapping knows of a kubefed member: its
+// KubeFedCluster's name, annotations and spec.apiEndpoint.
+type Member struct {
+	Name        string
+	Annotations map[string]string
+	APIEndpoint string
+}
+
+// MemberOf is the Member of a KubeFedCluster.
+func MemberOf(kfc *kubefedv1beta1.KubeFedCluster) Member {
+	return Member{Name: kfc.Name, Annotations: kfc.Annotations, APIEndpoint: kfc.Spec.APIEndpoint}
+}
+
+// ClusterError says why a Cluster that may be the member's cannot be used:
+// no Machine evidence is taken from it. Reason is one of the v1alpha1
+// ReasonCAPICluster* constants. It is an ErrNoCluster.
+type ClusterError struct {
+	Member  string
+	Reason  string
+	Message string
+	Err     error // the cause, if any (e.g. the API's NotFound)
+}
+
+func (e *ClusterError) Error() string {
+	return fmt.Sprintf("%s %q: %s", ErrNoCluster, e.Member, e.Message)
+}
+
+// Unwrap makes a ClusterError an ErrNoCluster and keeps its cause.
+func (e *ClusterError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrNoCluster}
+	}
+	return []error{ErrNoCluster, e.Err}
+}
+
+// Cluster returns the Cluster API Cluster of a member. Names are not
+// identity: anyone allowed to create Clusters in some namespace can create
+// one with a member's name. So a Cluster is the member's only when
+//   - contract.AnnotationCAPICluster names it as "namespace/name" (it must
+//     exist), or
+//   - it has the annotation's bare name (else the member's name), and it is
+//     the only Cluster that does or the only one of them whose
+//     spec.controlPlaneEndpoint is the member's apiEndpoint; without the
+//     annotation, its controlPlaneEndpoint must be the member's apiEndpoint.
+//
+// Otherwise the error is a *ClusterError saying why (ambiguous, unverified,
+// missing), except when no Cluster has the name at all: then it is a plain
+// ErrNoCluster (the member is not managed by Cluster API).
+func (r Reader) Cluster(ctx context.Context, m Member) (types.NamespacedName, error) {
+	ref, set, err := contract.DecodeCAPICluster(m.Annotations)
 	if err != nil {
-		return types.NamespacedName{}, fmt.Errorf("%w %q: %w", ErrNoCluster, member, err)
+		return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterAnnotationInvalid, Message: err.Error(), Err: err}
 	}
 	if set && ref.Namespace != "" {
 		key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-		if err := r.Get(ctx, key, &clusterv1.Cluster{}); err != nil {
-			return types.NamespacedName{}, fmt.Errorf("%w %q: annotation %s=%q: %w", ErrNoCluster, member, contract.AnnotationCAPICluster, ref, err)
+		err := r.Get(ctx, key, &clusterv1.Cluster{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterNotFound,
+				Message: fmt.Sprintf("annotation %s=%q names a Cluster that does not exist", contract.AnnotationCAPICluster, ref), Err: err}
+		case err != nil:
+			// A failed read says nothing about the Cluster: not an ErrNoCluster.
+			return types.NamespacedName{}, fmt.Errorf("reading Cluster %s named by annotation %s of member %q: %w", ref, contract.AnnotationCAPICluster, m.Name, err)
 		}
 		return key, nil
 	}
-	name := member
+	name := m.Name
 	if set {
 		name = ref.Name
 	}
@@ -74,26 +129,103 @@ func (r Reader) Cluster(ctx context.Context, member string, annotations map[stri
 	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return types.NamespacedName{}, fmt.Errorf("listing Cluster API Clusters: %w", err)
 	}
-	return onlyCluster(member, name, list.Items)
+	return choose(m, name, set, list.Items)
 }
 
-// onlyCluster is the Cluster named name when exactly one namespace has one.
-func onlyCluster(member, name string, clusters []clusterv1.Cluster) (types.NamespacedName, error) {
-	var found []types.NamespacedName
+// candidate is a Cluster with the wanted name and its normalised endpoint.
+type candidate struct {
+	key      types.NamespacedName
+	endpoint string // "(none)" when it has no host
+	matches  bool   // it is the member's apiEndpoint
+}
+
+func (c candidate) String() string {
+	return fmt.Sprintf("%s (controlPlaneEndpoint %s)", c.key, c.endpoint)
+}
+
+// choose applies the rule of Cluster to the Clusters named name.
+func choose(m Member, name string, annotated bool, clusters []clusterv1.Cluster) (types.NamespacedName, error) {
+	want, wantOK := memberEndpoint(m.APIEndpoint)
+	var named []candidate
+	var matching []types.NamespacedName
 	for i := range clusters {
-		if clusters[i].Name == name {
-			found = append(found, client.ObjectKeyFromObject(&clusters[i]))
+		if clusters[i].Name != name {
+			continue
+		}
+		got, ok := clusterEndpoint(clusters[i].Spec.ControlPlaneEndpoint)
+		c := candidate{key: client.ObjectKeyFromObject(&clusters[i]), endpoint: describeEndpoint(got, ok), matches: ok && wantOK && got == want}
+		named = append(named, c)
+		if c.matches {
+			matching = append(matching, c.key)
 		}
 	}
-	switch len(found) {
-	case 0:
-		return types.NamespacedName{}, fmt.Errorf("%w %q: no Cluster named %q", ErrNoCluster, member, name)
-	case 1:
-		return found[0], nil
+	slices.SortFunc(named, func(a, b candidate) int { return strings.Compare(a.key.String(), b.key.String()) })
+	fix := fmt.Sprintf("no Machine evidence is used for the member until annotation %s=namespace/name on its KubeFedCluster names its Cluster",
+		contract.AnnotationCAPICluster)
+	switch {
+	case len(named) == 0 && annotated:
+		return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterNotFound,
+			Message: fmt.Sprintf("annotation %s=%q names no existing Cluster", contract.AnnotationCAPICluster, name)}
+	case len(named) == 0:
+		return types.NamespacedName{}, fmt.Errorf("%w %q: no Cluster named %q", ErrNoCluster, m.Name, name)
+	case len(matching) == 1:
+		return matching[0], nil
+	case len(named) == 1 && annotated:
+		return named[0].key, nil // the only Cluster of the name the admin gave
+	case len(named) == 1:
+		return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterUnverified,
+			Message: fmt.Sprintf("Cluster %s merely has the member's name: the KubeFedCluster's apiEndpoint is %s; %s (or the endpoints match)",
+				named[0], describeEndpoint(want, wantOK), fix)}
 	}
-	slices.SortFunc(found, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	return types.NamespacedName{}, fmt.Errorf("%w %q: Clusters %v all match; set annotation %s=namespace/name",
-		ErrNoCluster, member, found, contract.AnnotationCAPICluster)
+	parts := make([]string, 0, len(named))
+	for _, c := range named {
+		parts = append(parts, c.String())
+	}
+	return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterAmbiguous,
+		Message: fmt.Sprintf("%d Clusters are named %q: %s; not exactly one has the KubeFedCluster's apiEndpoint %s, so it is ambiguous which is the member's; %s",
+			len(named), name, strings.Join(parts, ", "), describeEndpoint(want, wantOK), fix)}
+}
+
+// memberEndpoint is the host:port of a KubeFedCluster apiEndpoint URL: the
+// host in lower case, the scheme's default port when none is given.
+func memberEndpoint(apiEndpoint string) (string, bool) {
+	raw := apiEndpoint
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port), true
+}
+
+// clusterEndpoint is the host:port of a Cluster's controlPlaneEndpoint
+// (port 443 when unset); false when it has no host.
+func clusterEndpoint(e clusterv1.APIEndpoint) (string, bool) {
+	if e.Host == "" {
+		return "", false
+	}
+	port := e.Port
+	if port == 0 {
+		port = 443
+	}
+	host := strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(e.Host, "["), "]"))
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), true
+}
+
+func describeEndpoint(e string, ok bool) string {
+	if !ok {
+		return "(none)"
+	}
+	return e
 }
 
 // MachinesByNode returns the Machines of Cluster cl that have a Node, by

@@ -86,12 +86,12 @@ type FencingView struct {
 // memberCAPICluster finds the member's Cluster API Cluster as the
 // controllers do (internal/capimap), from its KubeFedCluster's annotations.
 func memberCAPICluster(ctx context.Context, r client.Reader, s *Snapshot, cluster string) (capimap.Reader, types.NamespacedName, error) {
-	var annotations map[string]string
+	m := capimap.Member{Name: cluster}
 	if k := s.cluster(cluster); k != nil {
-		annotations = k.Annotations
+		m = capimap.MemberOf(k)
 	}
 	capi := capimap.Reader{Reader: r}
-	cl, err := capi.Cluster(ctx, cluster, annotations)
+	cl, err := capi.Cluster(ctx, m)
 	return capi, cl, err
 }
 
@@ -341,6 +341,12 @@ func fencingOf(p *v1alpha1.FailoverPolicy, since *metav1.Time, node string, m *c
 	n := &corev1.Node{}
 	n.Name = node
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+	if m != nil {
+		// The CLI cannot read the member's Node, so it cannot compare
+		// providerIDs: it assumes they match (the controller checks them,
+		// fencing.MachineOfNode). A Machine without one still fails here.
+		n.Spec.ProviderID = m.Spec.ProviderID
+	}
 	in := fencing.Input{Node: n, Machine: m, Policy: p.Spec.NodeRecovery.Fencing, Now: now}
 	if since != nil {
 		in.LostSince = since.Time

@@ -29,7 +29,14 @@ func TestFindMachineNotes(t *testing.T) {
 	}
 	m1 := machine("fleet", "m1-node-1", false, clusterv1.MachineInfrastructureReadyReason)
 	m1.Spec.ClusterName, m1.Status.NodeRef.Name = "member1", "m1-node-1"
-	objs := []client.Object{&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "member1"}}, m1}
+	objs := []client.Object{
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "member1"},
+			Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "member1.example", Port: 6443}}},
+		// Merely named like member3: another endpoint.
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "member3"},
+			Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "elsewhere.example", Port: 6443}}},
+		m1,
+	}
 	listFails := func(err error) interceptor.Funcs {
 		return interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, o ...client.ListOption) error {
 			if _, ok := l.(*clusterv1.MachineList); ok {
@@ -49,7 +56,8 @@ func TestFindMachineNotes(t *testing.T) {
 	}{
 		"found":                  {cluster: "member1", node: "m1-node-1", machine: "m1-node-1"},
 		"no Machine":             {cluster: "member1", node: "m1-node-9", note: `no Machine for node "m1-node-9" in Cluster fleet/member1`},
-		"no Cluster":             {cluster: "member3", node: "m3-node-1", note: `no Cluster named "member3"`},
+		"no Cluster":             {cluster: "member2", node: "m2-node-1", note: `no Cluster named "member2"`},
+		"lookalike Cluster":      {cluster: "member3", node: "m3-node-1", note: "Cluster fleet/member3 (controlPlaneEndpoint elsewhere.example:6443) merely has the member's name"},
 		"annotated Cluster gone": {cluster: "member1", node: "m1-node-1", annotation: "fleet/gone", note: contract.AnnotationCAPICluster + `="fleet/gone"`},
 		"annotation names it":    {cluster: "member2", node: "m1-node-1", annotation: "fleet/member1", machine: "m1-node-1"},
 		"Cluster API not served": {cluster: "member1", node: "m1-node-1", funcs: listFails(noCRD), note: "machines.cluster.x-k8s.io is not served"},

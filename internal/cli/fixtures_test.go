@@ -25,6 +25,7 @@ func ago(d time.Duration) *metav1.Time {
 func kfc(name string, ready corev1.ConditionStatus, labels map[string]string) kubefedv1beta1.KubeFedCluster {
 	k := kubefedv1beta1.KubeFedCluster{}
 	k.Name, k.Namespace, k.Labels = name, DefaultKubefedNamespace, labels
+	k.Spec.APIEndpoint = "https://" + name + ".example:6443"
 	k.Status.Conditions = []kubefedv1beta1.ClusterCondition{{Type: "Ready", Status: ready}}
 	return k
 }
@@ -209,6 +210,7 @@ func machine(cluster, node string, deleting bool, infraReason string) *clusterv1
 	m.Labels = map[string]string{clusterv1.ClusterNameLabel: cluster}
 	m.Spec.ClusterName = cluster
 	m.Status.NodeRef.Name = node
+	m.Spec.ProviderID = "kwok://" + node
 	if deleting {
 		m.DeletionTimestamp = ago(9 * time.Minute)
 		m.Finalizers = []string{clusterv1.MachineFinalizer}

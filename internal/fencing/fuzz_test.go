@@ -73,6 +73,7 @@ func fuzzInput(flags uint32, conds uint64, lostAgo, after int64, annotation stri
 func FuzzVerdict(f *testing.F) {
 	f.Add(uint32(0x1f31), uint64(0), int64(time.Hour), int64(time.Minute), "true")
 	f.Add(uint32(0x1f33), uint64(0x0001_0003_0102), int64(time.Minute), int64(time.Hour), "true")
+	f.Add(uint32(0x0591), uint64(0), int64(time.Minute), int64(0), t0.Add(-30*time.Second).Format(time.RFC3339))
 	f.Add(uint32(0x0130), uint64(0x1b), int64(0), int64(0), "false")
 	f.Add(uint32(0x0f03), uint64(0xffff_ffff), int64(-time.Hour), int64(-time.Minute), "")
 	f.Fuzz(func(t *testing.T, flags uint32, conds uint64, lostAgo, after int64, annotation string) {
@@ -99,6 +100,14 @@ func FuzzVerdict(f *testing.F) {
 			}
 			if e.Kind == EvidenceAssumeFencedAfter && in.Now.Before(in.LostSince.Add(in.Policy.AssumeFencedAfter.Get())) {
 				t.Fatalf("assumed fenced too early")
+			}
+			if e.Kind == EvidenceExternalFence {
+				// The default source is the Machine; the mark must be a time
+				// within the current loss.
+				at, err := time.Parse(time.RFC3339, annotation)
+				if in.Machine == nil || err != nil || at.Before(in.LostSince) || at.After(in.Now) {
+					t.Fatalf("external fence %q counted outside the current loss (since %s, now %s)", annotation, in.LostSince, in.Now)
+				}
 			}
 		}
 	})

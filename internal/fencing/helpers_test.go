@@ -11,7 +11,8 @@ import (
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func node(name string, ready corev1.ConditionStatus, since time.Time, annotations map[string]string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec: corev1.NodeSpec{ProviderID: "kwok://" + name}}
 	if ready != "" {
 		n.Status.Conditions = []corev1.NodeCondition{
 			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse},
@@ -26,6 +27,7 @@ type machineOpt func(*clusterv1.Machine)
 func machine(opts ...machineOpt) *clusterv1.Machine {
 	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: "m1", Generation: 1}}
 	m.Status.NodeRef.Name = "n1"
+	m.Spec.ProviderID = "kwok://n1"
 	for _, o := range opts {
 		o(m)
 	}

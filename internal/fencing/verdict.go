@@ -28,8 +28,9 @@ const (
 	// EvidenceMachinePoweredOff: a Machine condition named by
 	// fencingSpec.poweredOffConditions matches.
 	EvidenceMachinePoweredOff EvidenceKind = "MachinePoweredOff"
-	// EvidenceExternalFence: fencingSpec.externalFenceAnnotation is "true" on
-	// the Node or the Machine.
+	// EvidenceExternalFence: fencingSpec.externalFenceAnnotation on the
+	// object fencingSpec.externalFenceSource names holds a time at or after
+	// the start of the current loss.
 	EvidenceExternalFence EvidenceKind = "ExternalFence"
 	// EvidenceAssumeFencedAfter: the node has been lost for at least
 	// fencingSpec.assumeFencedAfter.
@@ -55,7 +56,9 @@ type Input struct {
 	Machine *clusterv1.Machine
 	// Policy says which evidence counts.
 	Policy v1alpha1.FencingSpec
-	// LostSince is when the node stopped being Ready (zero when unknown).
+	// LostSince is when the current loss began (zero when unknown), on the
+	// host's clock: Machine-sourced evidence written in the host (the
+	// external fence mark on a Machine) is compared with it.
 	LostSince time.Time
 	// Now is the time of the decision.
 	Now time.Time
@@ -118,7 +121,7 @@ func Verdict(in Input) Result {
 	}
 	checkMachineInfrastructure(&r, in.Policy, in.Node, machine)
 	checkPoweredOff(&r, in.Policy, machine)
-	checkExternalFence(&r, in.Policy, in.Node, machine)
+	checkExternalFence(&r, in.Policy, in.Node, machine, in.LostSince, in.Now)
 	checkAssumeFencedAfter(&r, in.Policy, in.Node, in.LostSince, in.Now)
 	r.Fenced = len(r.Found) > 0
 	if r.Fenced {
@@ -134,18 +137,40 @@ func anyEvidenceEnabled(p v1alpha1.FencingSpec) bool {
 		p.ExternalFenceAnnotation != "" || p.AssumeFencedAfter != nil
 }
 
-// machineOfNode ignores a Machine that names a different node, or whose
-// providerID differs from the Node's: its evidence would be about another
-// host (a replacement Machine reusing the node name, a re-created Node).
-func machineOfNode(node *corev1.Node, m *clusterv1.Machine) (*clusterv1.Machine, string) {
+// MachineOfNode is the one rule tying a Machine to a Node: the Machine's
+// status.nodeRef names the Node, and its spec.providerID equals the Node's,
+// both set. Names are reused (a replacement Machine under the node's name, a
+// Node deleted and re-created), so a name alone proves nothing; Cluster API
+// itself links a Machine to its Node by providerID, so a linked Machine and
+// Node always have one. (v1beta2 nodeRef carries no UID to fall back on.)
+// It returns "" when m is node's Machine, else why its evidence is ignored.
+// A nil node (deleted) cannot be compared: the caller found m by the
+// deleted Node's name.
+func MachineOfNode(node *corev1.Node, m *clusterv1.Machine) string {
 	if m == nil || node == nil {
-		return m, ""
+		return ""
 	}
-	if ref := m.Status.NodeRef.Name; ref != "" && ref != node.Name {
-		return nil, fmt.Sprintf("Machine %s refers to node %s, not %s: its evidence is ignored", machineName(m), ref, node.Name)
+	name := machineName(m)
+	mp, np := m.Spec.ProviderID, node.Spec.ProviderID
+	switch ref := m.Status.NodeRef.Name; {
+	case ref == "":
+		return fmt.Sprintf("Machine %s has no status.nodeRef, so it is not tied to node %s: its evidence is ignored", name, node.Name)
+	case ref != node.Name:
+		return fmt.Sprintf("Machine %s refers to node %s, not %s: its evidence is ignored", name, ref, node.Name)
+	case mp == "" || np == "":
+		return fmt.Sprintf("Machine %s has providerID %q, Node %s has %q: without both the Machine cannot be tied to this Node, so its evidence is ignored",
+			name, mp, node.Name, np)
+	case mp != np:
+		return fmt.Sprintf("Machine %s has providerID %s, Node %s has %s: it is another host's Machine, so its evidence is ignored", name, mp, node.Name, np)
 	}
-	if mp, np := m.Spec.ProviderID, node.Spec.ProviderID; mp != "" && np != "" && mp != np {
-		return nil, fmt.Sprintf("Machine %s has providerID %s, node %s has %s: its evidence is ignored", machineName(m), mp, node.Name, np)
+	return ""
+}
+
+// machineOfNode is m when it is node's Machine (MachineOfNode), else nil
+// and why not.
+func machineOfNode(node *corev1.Node, m *clusterv1.Machine) (*clusterv1.Machine, string) {
+	if why := MachineOfNode(node, m); why != "" {
+		return nil, why
 	}
 	return m, ""
 }
@@ -274,21 +299,80 @@ func describeMatches(matches []v1alpha1.MachineConditionMatch) string {
 	return strings.Join(parts, ", ")
 }
 
-// checkExternalFence accepts only the exact value "true": a fencing agent
-// must remove (or change) the mark when it powers the node back on.
-func checkExternalFence(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, m *clusterv1.Machine) {
+// checkExternalFence reads the fence mark from the one place the policy
+// names (externalFenceSource). The mark is the RFC 3339 time the agent fenced
+// the node and counts only for the current loss: at or after its start as
+// measured on the same clock (the host's lost-since for a Machine, the
+// Node's own Ready transition for a Node), and not in the future. "true"
+// could be left from any earlier incident, so it never counts.
+func checkExternalFence(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, m *clusterv1.Machine, lostSince, now time.Time) {
 	key := p.ExternalFenceAnnotation
 	if key == "" {
 		return
 	}
-	switch {
-	case node != nil && node.Annotations[key] == "true":
-		r.Found = append(r.Found, Evidence{EvidenceExternalFence, fmt.Sprintf("Node has annotation %s=true", key)})
-	case m != nil && m.Annotations[key] == "true":
-		r.Found = append(r.Found, Evidence{EvidenceExternalFence, fmt.Sprintf("Machine %s has annotation %s=true", machineName(m), key)})
-	default:
-		r.Missing = append(r.Missing, fmt.Sprintf("annotation %s=true on the Node or its Machine (set by a fencing agent)", key))
+	src := fenceSource(p.ExternalFenceSource, node, m, lostSince)
+	at, why := fenceMark(key, src.annotations, src.since, now, src.hostClock)
+	if why != "" {
+		msg := fmt.Sprintf("annotation %s on %s: %s", key, src.where, why)
+		if !src.hostClock || node == nil || node.Annotations[key] == "" {
+			r.Missing = append(r.Missing, msg)
+			return
+		}
+		r.Missing = append(r.Missing, msg+fmt.Sprintf("; the Node's own %s is ignored: externalFenceSource is Machine "+
+			"(anyone with nodes/patch in the member can write a Node annotation)", key))
+		return
 	}
+	r.Found = append(r.Found, Evidence{EvidenceExternalFence, fmt.Sprintf("%s has annotation %s=%s, at or after %s (%s)",
+		src.where, key, at.UTC().Format(time.RFC3339), src.sinceWhat, src.since.UTC().Format(time.RFC3339))})
+}
+
+// markSource is where the fence mark is read and what it is compared with.
+type markSource struct {
+	where, sinceWhat string
+	annotations      map[string]string
+	since            time.Time
+	hostClock        bool // since (and the mark) are on the host's clock, as Now is
+}
+
+// fenceSource picks the one object the policy trusts for the mark: the
+// Machine unless the policy opts in to the Node.
+func fenceSource(src v1alpha1.ExternalFenceSource, node *corev1.Node, m *clusterv1.Machine, lostSince time.Time) markSource {
+	if src == v1alpha1.ExternalFenceSourceNode {
+		s := markSource{where: "the Node", sinceWhat: "the Node's Ready transition", since: NotReadySince(node)}
+		if node != nil {
+			s.annotations = node.Annotations
+		}
+		return s
+	}
+	s := markSource{where: "the node's Machine (none found)", sinceWhat: "the start of the loss", since: lostSince, hostClock: true}
+	if m != nil {
+		s.where, s.annotations = "Machine "+machineName(m), m.Annotations
+	}
+	return s
+}
+
+// fenceMark parses the fence mark key in annotations and says why it does
+// not count for a loss that began at since; "" when it does. now bounds the
+// mark only when it is on the same clock as since (sameClockAsNow).
+func fenceMark(key string, annotations map[string]string, since, now time.Time, sameClockAsNow bool) (time.Time, string) {
+	v, ok := annotations[key]
+	if !ok {
+		return time.Time{}, "no such annotation (a fencing agent sets it to the RFC 3339 time it fenced the node)"
+	}
+	at, err := time.Parse(time.RFC3339, v)
+	switch {
+	case err != nil:
+		return time.Time{}, fmt.Sprintf("value %q is not an RFC 3339 time: the mark needs the time the node was fenced, "+
+			"since a mark without one may be left from an earlier incident", v)
+	case since.IsZero():
+		return time.Time{}, "the start of the current loss is unknown, so the mark cannot be shown to belong to it"
+	case at.Before(since):
+		return time.Time{}, fmt.Sprintf("fenced at %s, before the current loss began (%s): a mark from an earlier incident",
+			at.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
+	case sameClockAsNow && at.After(now):
+		return time.Time{}, fmt.Sprintf("fenced at %s, which is in the future", at.UTC().Format(time.RFC3339))
+	}
+	return at, ""
 }
 
 // checkAssumeFencedAfter needs a known lost-since time and a positive

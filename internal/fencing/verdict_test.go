@@ -54,8 +54,8 @@ func TestVerdict(t *testing.T) {
 		wantMiss   []string // substrings expected in Missing
 	}{
 		{name: "ready node with every evidence is never fenced",
-			node:    node("n1", corev1.ConditionTrue, t0, map[string]string{fenceKey: "true"}),
-			machine: machine(deleting, infraDeleted, poweredOff, annotated(fenceKey, "true")),
+			node:    node("n1", corev1.ConditionTrue, t0, map[string]string{fenceKey: stamp(now)}),
+			machine: machine(deleting, infraDeleted, poweredOff, annotated(fenceKey, stamp(now))),
 			policy:  allEvidence(), lostSince: t0.Add(-time.Hour), now: now,
 			wantReason: ReasonNodeReady},
 		{name: "no evidence enabled", node: lost, machine: machine(deleting, infraDeleted),
@@ -128,16 +128,11 @@ func TestVerdict(t *testing.T) {
 		{name: "powered off, nil machine", node: lost,
 			policy: v1alpha1.FencingSpec{PoweredOffConditions: allEvidence().PoweredOffConditions}, now: now,
 			wantReason: ReasonNoFencingEvidence, wantMiss: []string{"no powered-off condition can be read"}},
-		{name: "external fence on node", node: node("n1", corev1.ConditionFalse, t0, map[string]string{fenceKey: "true"}),
-			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+		{name: "external fence on machine", node: lost, machine: machine(annotated(fenceKey, stamp(t0.Add(time.Minute)))),
+			policy: fenceOn(""), lostSince: t0, now: now,
 			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
-		{name: "external fence on machine", node: lost, machine: machine(annotated(fenceKey, "true")),
-			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
-			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
-		{name: "external fence not exactly true", node: node("n1", corev1.ConditionFalse, t0, map[string]string{fenceKey: "yes"}),
-			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now, wantReason: ReasonNoFencingEvidence},
-		{name: "external fence on deleted node's machine", node: nil, machine: machine(annotated(fenceKey, "true")),
-			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+		{name: "external fence on deleted node's machine", node: nil, machine: machine(annotated(fenceKey, stamp(t0))),
+			policy: fenceOn(v1alpha1.ExternalFenceSourceMachine), lostSince: t0, now: now,
 			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
 		{name: "assumeFencedAfter not elapsed", node: lost, policy: v1alpha1.FencingSpec{AssumeFencedAfter: allEvidence().AssumeFencedAfter},
 			lostSince: t0, now: t0.Add(9 * time.Minute), wantReason: ReasonNoFencingEvidence, wantMiss: []string{"elapses at"}},
@@ -148,15 +143,15 @@ func TestVerdict(t *testing.T) {
 			now: now, wantReason: ReasonNoFencingEvidence, wantMiss: []string{"unknown"}},
 		{name: "assumeFencedAfter invalid", node: lost, policy: v1alpha1.FencingSpec{AssumeFencedAfter: ptrDuration("soon")},
 			lostSince: t0, now: t0.Add(time.Hour), wantReason: ReasonNoFencingEvidence, wantMiss: []string{"not a positive duration"}},
-		{name: "every kind found, in fixed order", node: node("n1", corev1.ConditionUnknown, t0, map[string]string{fenceKey: "true"}),
-			machine: machine(deleting, infraDeleted, poweredOff), policy: allEvidence(), lostSince: t0, now: t0.Add(time.Hour),
+		{name: "every kind found, in fixed order", node: lost,
+			machine: machine(deleting, infraDeleted, poweredOff, annotated(fenceKey, stamp(t0))), policy: allEvidence(), lostSince: t0, now: t0.Add(time.Hour),
 			wantFenced: true, wantReason: string(EvidenceMachineInfrastructureDeleted),
 			wantFound: []EvidenceKind{EvidenceMachineInfrastructureDeleted, EvidenceMachinePoweredOff, EvidenceExternalFence, EvidenceAssumeFencedAfter}},
 		{name: "nothing found, every kind missing", node: lost, machine: machine(infraReady), policy: allEvidence(), lostSince: t0, now: now,
 			wantReason: ReasonNoFencingEvidence,
 			wantMiss:   []string{"not being deleted", "powered-off", fenceKey, "assumeFencedAfter"}},
-		{name: "node without Ready condition is not Ready", node: node("n1", "", time.Time{}, map[string]string{fenceKey: "true"}),
-			policy: v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey}, now: now,
+		{name: "node without Ready condition is not Ready", node: node("n1", "", time.Time{}, nil),
+			machine: machine(annotated(fenceKey, stamp(t0))), policy: fenceOn(""), lostSince: t0, now: now,
 			wantFenced: true, wantReason: string(EvidenceExternalFence), wantFound: []EvidenceKind{EvidenceExternalFence}},
 	}
 	for _, tt := range tests {
@@ -246,3 +241,121 @@ func withProviderID(n *corev1.Node, id string) *corev1.Node {
 }
 
 func providerID(id string) machineOpt { return func(m *clusterv1.Machine) { m.Spec.ProviderID = id } }
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func fenceOn(src v1alpha1.ExternalFenceSource) v1alpha1.FencingSpec {
+	return v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey, ExternalFenceSource: src}
+}
+
+// TestMachineIdentity: Machine evidence counts only for the Machine of the
+// current Node: status.nodeRef names it and the providerIDs are equal, both
+// set. Each case but the first carries evidence that would fence the node.
+func TestMachineIdentity(t *testing.T) {
+	infraDeleted := cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionFalse, clusterv1.MachineInfrastructureDeletedReason, 0)
+	lost := func(id string) *corev1.Node { return withProviderID(node("n1", corev1.ConditionUnknown, t0, nil), id) }
+	cases := []struct {
+		name    string
+		node    *corev1.Node
+		machine *clusterv1.Machine
+		want    string // in the message; "" means fenced
+	}{
+		{name: "nodeRef and providerID match", node: lost("kwok://n1"), machine: machine(deleting, infraDeleted)},
+		{name: "replacement Machine reusing the node name (new host)", node: lost("kwok://n1"),
+			machine: machine(providerID("kwok://n1-replacement"), deleting, infraDeleted),
+			want:    "Machine capi/m1 has providerID kwok://n1-replacement, Node n1 has kwok://n1"},
+		{name: "Node re-created on another host under the same name", node: lost("kwok://n1-new"),
+			machine: machine(deleting, infraDeleted), want: "Machine capi/m1 has providerID kwok://n1, Node n1 has kwok://n1-new"},
+		{name: "Machine without providerID", node: lost("kwok://n1"), machine: machine(providerID(""), deleting, infraDeleted),
+			want: `Machine capi/m1 has providerID "", Node n1 has "kwok://n1"`},
+		{name: "Node without providerID", node: lost(""), machine: machine(deleting, infraDeleted),
+			want: `Machine capi/m1 has providerID "kwok://n1", Node n1 has ""`},
+		{name: "neither has a providerID", node: lost(""), machine: machine(providerID(""), deleting, infraDeleted),
+			want: "cannot be tied to this Node"},
+		{name: "Machine names another node", node: lost("kwok://n1"), machine: machine(nodeRef("n2"), deleting, infraDeleted),
+			want: "refers to node n2, not n1"},
+		{name: "Machine without nodeRef", node: lost("kwok://n1"), machine: machine(nodeRef(""), deleting, infraDeleted),
+			want: "has no status.nodeRef"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Verdict(Input{Node: c.node, Machine: c.machine, Policy: onlyInfra(), LostSince: t0, Now: t0.Add(time.Minute)})
+			if c.want == "" {
+				if !got.Fenced {
+					t.Fatalf("not fenced: %s", got.Message())
+				}
+				return
+			}
+			if got.Fenced || !strings.Contains(got.Message(), c.want) {
+				t.Fatalf("got fenced=%v %q, want not fenced, saying %q", got.Fenced, got.Message(), c.want)
+			}
+			if MachineOfNode(c.node, c.machine) == "" {
+				t.Errorf("MachineOfNode accepts the Machine the verdict rejected")
+			}
+		})
+	}
+}
+
+// TestExternalFenceLifecycle: the external fence mark counts only when read
+// from the source the policy names and when its time is within the current
+// loss. "true", or a time from an earlier incident, never fences. On the old
+// code "true" fenced from either object, at any time.
+func TestExternalFenceLifecycle(t *testing.T) {
+	lostAt := t0                        // host clock: when the loss began
+	nodeLTT := t0.Add(-7 * time.Minute) // member clock (skewed): the Node's Ready transition
+	now := t0.Add(2 * time.Minute)
+	lostNode := func(ann map[string]string) *corev1.Node { return node("n1", corev1.ConditionUnknown, nodeLTT, ann) }
+	onMachine := func(v string) *clusterv1.Machine { return machine(annotated(fenceKey, v)) }
+	cases := []struct {
+		name    string
+		src     v1alpha1.ExternalFenceSource
+		node    *corev1.Node
+		machine *clusterv1.Machine
+		lost    time.Time
+		want    string // in the message; "" means fenced
+	}{
+		{name: "Machine: set after the loss began", machine: onMachine(stamp(lostAt.Add(30 * time.Second))), lost: lostAt},
+		{name: "Machine: set exactly when the loss began", machine: onMachine(stamp(lostAt)), lost: lostAt},
+		{name: "Machine: explicit source", src: v1alpha1.ExternalFenceSourceMachine, machine: onMachine(stamp(lostAt)), lost: lostAt},
+		{name: "Machine: value true", machine: onMachine("true"), lost: lostAt,
+			want: `value "true" is not an RFC 3339 time: the mark needs the time the node was fenced`},
+		{name: "Machine: left from an earlier incident", machine: onMachine(stamp(lostAt.Add(-time.Hour))), lost: lostAt,
+			want: "before the current loss began"},
+		{name: "Machine: one second before the loss", machine: onMachine(stamp(lostAt.Add(-time.Second))), lost: lostAt,
+			want: "a mark from an earlier incident"},
+		{name: "Machine: in the future", machine: onMachine(stamp(now.Add(time.Hour))), lost: lostAt, want: "in the future"},
+		{name: "Machine: loss start unknown", machine: onMachine(stamp(lostAt)), want: "start of the current loss is unknown"},
+		{name: "Machine: no Machine", lost: lostAt, want: "none found"},
+		{name: "Node not opted in: a valid Node mark is ignored",
+			node: lostNode(map[string]string{fenceKey: stamp(now)}), lost: lostAt,
+			want: "the Node's own " + fenceKey + " is ignored: externalFenceSource is Machine"},
+		{name: "Node opted in: set after the Node's Ready transition", src: v1alpha1.ExternalFenceSourceNode,
+			node: lostNode(map[string]string{fenceKey: stamp(nodeLTT.Add(time.Minute))}), lost: lostAt},
+		{name: "Node opted in: compared on the member's clock, not the host's", src: v1alpha1.ExternalFenceSourceNode,
+			node: lostNode(map[string]string{fenceKey: stamp(nodeLTT.Add(time.Minute))}), lost: lostAt.Add(time.Hour)},
+		{name: "Node opted in: from an earlier incident", src: v1alpha1.ExternalFenceSourceNode,
+			node: lostNode(map[string]string{fenceKey: stamp(nodeLTT.Add(-time.Minute))}), lost: lostAt, want: "earlier incident"},
+		{name: "Node opted in: value true", src: v1alpha1.ExternalFenceSourceNode,
+			node: lostNode(map[string]string{fenceKey: "true"}), lost: lostAt, want: "not an RFC 3339 time"},
+		{name: "Node opted in: the Machine's mark is ignored", src: v1alpha1.ExternalFenceSourceNode,
+			node: lostNode(nil), machine: onMachine(stamp(lostAt)), lost: lostAt, want: "on the Node: no such annotation"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			n := c.node
+			if n == nil {
+				n = lostNode(nil)
+			}
+			got := Verdict(Input{Node: n, Machine: c.machine, Policy: fenceOn(c.src), LostSince: c.lost, Now: now})
+			if c.want == "" {
+				if !got.Fenced || got.Reason != string(EvidenceExternalFence) {
+					t.Fatalf("not fenced by %s: %s", EvidenceExternalFence, got.Message())
+				}
+				return
+			}
+			if got.Fenced || !strings.Contains(got.Message(), c.want) {
+				t.Fatalf("got fenced=%v %q, want not fenced, saying %q", got.Fenced, got.Message(), c.want)
+			}
+		})
+	}
+}

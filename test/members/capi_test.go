@@ -3,6 +3,8 @@ package members
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,9 +27,11 @@ func TestNodeMachineMapping(t *testing.T) {
 
 	// beta maps to the Cluster of the same name; alpha's KubeFedCluster
 	// names its Cluster by annotation, and a decoy Cluster "alpha" must not win.
-	capiCluster(t, f, "capi-beta", "beta")
-	capiCluster(t, f, "capi-prod", "alpha-prod")
-	capiCluster(t, f, "decoy", "alpha")
+	// beta's Cluster has beta's API endpoint (so it is beta's, not merely
+	// named like it); the others have one of their own.
+	capiCluster(t, f, "capi-beta", "beta", endpointOf(t, f.members["beta"].cfg.Host))
+	capiCluster(t, f, "capi-prod", "alpha-prod", otherEndpoint)
+	capiCluster(t, f, "decoy", "alpha", otherEndpoint)
 	nodes := map[string]string{"beta-n0": "beta-m0", "beta-n1": "beta-m1"}
 	for n, m := range nodes {
 		readyNode(t, f.members["beta"], n)
@@ -105,14 +109,27 @@ func TestNodeMachineMapping(t *testing.T) {
 	})
 }
 
-func capiCluster(t *testing.T, f *federation, ns, name string) {
+// otherEndpoint is no member's API endpoint.
+var otherEndpoint = clusterv1.APIEndpoint{Host: "elsewhere.invalid", Port: 6443}
+
+// endpointOf is the controlPlaneEndpoint of an API server URL.
+func endpointOf(t *testing.T, rawURL string) clusterv1.APIEndpoint {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	must(t, err)
+	port, err := strconv.Atoi(u.Port())
+	must(t, err)
+	return clusterv1.APIEndpoint{Host: u.Hostname(), Port: int32(port)}
+}
+
+func capiCluster(t *testing.T, f *federation, ns, name string, endpoint clusterv1.APIEndpoint) {
 	t.Helper()
 	ctx := context.Background()
 	if err := f.host.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !isExists(err) {
 		t.Fatal(err)
 	}
 	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}}
+		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: endpoint}}
 	must(t, f.host.Create(ctx, c))
 	t.Cleanup(func() { _ = f.host.Delete(context.Background(), c) })
 }

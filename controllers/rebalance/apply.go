@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -73,8 +74,11 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	r.forget(key)
 	metrics.DeleteRSP(rsp.Namespace, rsp.Name)
 	m, err := contract.DecodeRebalanceState(rsp.Annotations)
-	if err != nil || m == nil {
-		return err
+	if err == nil && m == nil {
+		return nil
+	}
+	if err != nil {
+		return r.dropState(ctx, rsp, err)
 	}
 	target, live := m.Baseline, specPlacement(rsp)
 	if m.Applied == nil || !m.Applied.Equal(live) {
@@ -88,6 +92,23 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 		ctrl.LoggerFrom(ctx).Info(msg)
 		r.recorder.Eventf(rsp, nil, corev1.EventTypeNormal, ReasonBaselineRestored, ActionRelease, msg)
 	}
+	return nil
+}
+
+// dropState removes an unreadable rebalance annotation from an RSP no
+// policy manages, leaving its spec as it is: nothing recorded can be
+// trusted. A merge patch, because whoever garbled it may own the field.
+func (r *Reconciler) dropState(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, why error) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:null}}}`, rsp.ResourceVersion, contract.AnnotationRebalance)
+	if err := r.host.Patch(ctx, rsp, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsConflict(err) {
+			return errStale
+		}
+		return fmt.Errorf("removing annotation %s from ReplicaSchedulingPreference %s/%s: %w", contract.AnnotationRebalance, rsp.Namespace, rsp.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Unreadable rebalance annotation removed", "error", why.Error())
+	r.recorder.Eventf(rsp, nil, corev1.EventTypeWarning, ReasonStateReset, ActionRelease,
+		"unreadable %s annotation removed, spec left as it is: %v", contract.AnnotationRebalance, why)
 	return nil
 }
 

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -24,10 +26,20 @@ import (
 	"github.com/fedfailover/fedfailover/internal/wake"
 )
 
+// members is what the reconciler uses of the member connections
+// (*member.Cache; tests give a fake).
+type members interface {
+	KubeFedClusters(ctx context.Context, sel labels.Selector) ([]kubefedv1beta1.KubeFedCluster, error)
+	Connected(cluster string) bool
+	EverConnected(cluster string) bool
+	GetReader(ctx context.Context, cluster string) (client.Reader, error)
+	Watch(ctx context.Context, cluster string, in member.WatchInput) error
+}
+
 // Reconciler manages one ReplicaSchedulingPreference per request.
 type Reconciler struct {
 	host     client.Client
-	members  *member.Cache
+	members  members
 	recorder recorder.EventRecorder
 	opts     Options
 	now      func() time.Time
@@ -135,7 +147,11 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	r.mu.Unlock()
 	recorded, err := r.recordedMarks(rsp, pol, mem)
 	if err != nil {
-		return ctrl.Result{}, err
+		// A state that cannot be read is not retried forever: the user's
+		// spec as it is now becomes the baseline (and is recorded so).
+		r.report(ctx, pol, rsp, "", ReasonStateReset, ActionBaselineChanged,
+			fmt.Sprintf("unreadable %s annotation, reset: the current spec is the baseline (%v)", contract.AnnotationRebalance, err), pol.Spec.DryRun)
+		recorded = nil
 	}
 	live := specPlacement(rsp)
 	m, edited := baselineOf(recorded, live, pol.Name)

@@ -33,6 +33,9 @@ const (
 const (
 	ReasonAdoptedUserEdit  = "AdoptedUserEdit"
 	ReasonBaselineRestored = "RestoredBaseline"
+	// ReasonStateReset: the RSP's rebalance annotation could not be read;
+	// the current spec became the baseline.
+	ReasonStateReset = "StateReset"
 )
 
 // reportPlan is the one call for a written (or, in dry-run, planned)
@@ -54,7 +57,8 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	ctrl.LoggerFrom(ctx).Info("Rebalance: "+msg, "reason", reason, "action", action)
 	evType := corev1.EventTypeNormal
 	switch reason {
-	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity:
+	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity,
+		ReasonStateReset:
 		evType = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)

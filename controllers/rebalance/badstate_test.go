@@ -20,16 +20,18 @@ import (
 )
 
 // rspWithAnnotation is an RSP of the user's 1:1 placement carrying value
-// as its rebalance annotation, in a fake host with the objects given.
+// as its rebalance annotation (none when empty), in a fake host with the objects given.
 func rspWithAnnotation(t *testing.T, value string, objs ...client.Object) (*Reconciler, client.Client, *events.FakeRecorder, types.NamespacedName) {
 	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web",
-		Annotations: map[string]string{contract.AnnotationRebalance: value}},
+	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"},
 		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 6, Clusters: prefs(1, 1)}}
+	if value != "" {
+		rsp.Annotations = map[string]string{contract.AnnotationRebalance: value}
+	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(append(objs, rsp)...).Build()
 	rec := events.NewFakeRecorder(20)
 	r := &Reconciler{host: c, recorder: rec, store: newStore(), mem: map[types.NamespacedName]*memory{}, now: func() time.Time { return t0 }}
@@ -93,4 +95,13 @@ func wantWarning(t *testing.T, rec *events.FakeRecorder, reason string) {
 			t.Fatalf("no Warning event with reason %s", reason)
 		}
 	}
+}
+
+func specOf(t *testing.T, c client.Client, key types.NamespacedName) *fedschedv1a1.ReplicaSchedulingPreference {
+	t.Helper()
+	got := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

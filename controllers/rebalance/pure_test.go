@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -239,8 +240,8 @@ func TestRebalancingCondition(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := desiredStatus(testPolicy(), c.entries)
-			if len(st.Conditions) != 1 {
-				t.Fatalf("conditions %+v", st.Conditions)
+			if len(st.Conditions) != 2 || meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRebalanceSuspended) == nil {
+				t.Fatalf("conditions %+v, want Rebalancing and RebalanceSuspended", st.Conditions)
 			}
 			got := st.Conditions[0]
 			if got.Type != v1alpha1.ConditionRebalancing || got.Status != c.status || got.Reason != c.reason ||

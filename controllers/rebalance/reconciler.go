@@ -57,7 +57,9 @@ type memory struct {
 	dryMarks   *contract.RebalanceState
 	lastReport string
 	// held is why the RSP was last held (events on the transition only).
-	held      string
+	held string
+	// suspended is the guard's reason last seen (events on transitions only).
+	suspended string
 	onset     time.Time
 	onsetWhy  string
 	onsetDone time.Time
@@ -177,6 +179,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	}
 	r.observeRecovery(mem, in, onset, now)
 	r.record(pol, rsp, in, res, m)
+	r.reportSuspension(ctx, pol, rsp, mem, in, res)
 	// A periodic resync catches what no watch reports (capacity estimates,
 	// kubefed status).
 	next := wake.Soonest{}

@@ -29,6 +29,15 @@ var (
 		Help:      "1 while the federation guard holds a managed ReplicaSchedulingPreference unchanged because too many members failed at once.",
 	}, []string{"namespace", "rsp"})
 
+	// RebalanceSuspended is 1 while the federation guard holds some RSP of
+	// a policy for the reason (TooManyMembersFailed, NoCapacityAnywhere), 0
+	// otherwise.
+	RebalanceSuspended = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "rebalance_suspended",
+		Help:      "1 while the federation guard holds a policy's ReplicaSchedulingPreferences as they are, by reason.",
+	}, []string{"policy", "reason"})
+
 	// Rebalances counts changes of managed RSPs (or, in dry-run, changes
 	// that would have been written), by planner reason.
 	Rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -66,5 +75,5 @@ func DeleteRSP(namespace, name string) {
 }
 
 func init() {
-	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, Rebalances, MemberFreeCapacity, RebalanceSeconds)
+	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, RebalanceSuspended, Rebalances, MemberFreeCapacity, RebalanceSeconds)
 }

@@ -31,6 +31,10 @@ import (
 type workload struct {
 	selector labels.Selector
 	spec     *corev1.PodSpec
+	// placement selects, by KubeFedCluster labels, the members kubefed may
+	// place the target on; nil when kubefed ignores the target's placement
+	// (the RSP's intersectWithClusterSelector is off).
+	placement labels.Selector
 }
 
 // federatedGroupVersion holds kubefed's FederatedDeployment and
@@ -75,26 +79,57 @@ func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.Replica
 		}
 		w.selector = s
 	}
+	if rsp.Spec.IntersectWithClusterSelector {
+		p, err := targetPlacement(u)
+		if err != nil {
+			return w, fmt.Errorf("placement of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
+		}
+		w.placement = p
+	}
 	return w, nil
 }
 
+// targetPlacement is the target's spec.placement.clusterSelector as kubefed's
+// RSP scheduler reads it with intersectWithClusterSelector: the selector
+// alone (spec.placement.clusters is kubefed's own output then), and no
+// selector selects nothing.
+func targetPlacement(u *unstructured.Unstructured) (labels.Selector, error) {
+	raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "placement", "clusterSelector")
+	if !ok {
+		return labels.Nothing(), nil
+	}
+	sel := &metav1.LabelSelector{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, sel); err != nil {
+		return nil, err
+	}
+	return metav1.LabelSelectorAsSelector(sel)
+}
+
 // memberNames lists the KubeFedClusters the policy selects, with whether
-// kubefed reports each Ready. The governing policy's selector is valid
+// kubefed reports each Ready, and those of them the target's placement
+// allows (nil: every one). The governing policy's selector is valid
 // (internal/policy.ForRSP).
-func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy) (map[string]bool, error) {
+func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy, w workload) (map[string]bool, map[string]bool, error) {
 	sel, err := policy.Clusters(pol)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kfcs, err := r.members.KubeFedClusters(ctx, sel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[string]bool, len(kfcs))
+	var eligible map[string]bool
+	if w.placement != nil {
+		eligible = map[string]bool{}
+	}
 	for i := range kfcs {
 		out[kfcs[i].Name] = kubefedReady(&kfcs[i])
+		if w.placement != nil && w.placement.Matches(labels.Set(kfcs[i].Labels)) {
+			eligible[kfcs[i].Name] = true
+		}
 	}
-	return out, nil
+	return out, eligible, nil
 }
 
 func kubefedReady(k *kubefedv1beta1.KubeFedCluster) bool {

@@ -204,12 +204,12 @@ func (r *Reconciler) recordedMarks(rsp *fedschedv1a1.ReplicaSchedulingPreference
 func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
 	m *contract.RebalanceState, w workload, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
 	spec := *pol.Spec.Rebalance
-	names, err := r.memberNames(ctx, pol)
+	names, eligible, err := r.memberNames(ctx, pol, w)
 	if err != nil {
 		return planner.Input{}, time.Time{}, onsetInfo{}, err
 	}
 	in := planner.Input{
-		Baseline: m.Baseline.Clusters, TotalReplicas: m.Baseline.TotalReplicas,
+		Baseline: m.Baseline.Clusters, TotalReplicas: m.Baseline.TotalReplicas, Eligible: eligible,
 		Members: map[string]planner.Member{}, Current: rsp.Spec.Clusters, CurrentTotalReplicas: rsp.Spec.TotalReplicas,
 		LastChange: timeOf(m.LastChange), Now: now, Spec: spec,
 	}

@@ -56,6 +56,10 @@ type Input struct {
 	// CurrentTotalReplicas is the RSP's spec.totalReplicas now; it is above
 	// TotalReplicas during a make-before-break step. Zero means TotalReplicas.
 	CurrentTotalReplicas int32
+	// Eligible, when not nil, holds the members the target's own placement
+	// lets kubefed use (its clusterSelector, with the RSP's
+	// intersectWithClusterSelector); the others are given nothing.
+	Eligible map[string]bool
 	// LastChange is when the planner's last change was written (zero: never).
 	LastChange time.Time
 	Now        time.Time
@@ -166,6 +170,9 @@ type planning struct {
 	maxStep                   int64
 	current, ideal, baselined map[string]int64
 	unplaced                  int64
+	// baseline and currentPrefs are the preferences as kubefed reads
+	// them (empty: "*" weight 1).
+	baseline, currentPrefs map[string]fedschedv1a1.ClusterPreferences
 }
 
 func newPlanning(in Input) *planning {
@@ -188,8 +195,9 @@ func newPlanning(in Input) *planning {
 		}
 	}
 	slices.Sort(p.names)
-	p.current = distribute(p.currentTotal, p.names, func(n string) bounds { return boundsOf(in.Current, n) })
-	p.baselined = distribute(p.total, p.names, func(n string) bounds { return boundsOf(in.Baseline, n) })
+	p.baseline, p.currentPrefs = withKubefedDefault(in.Baseline), withKubefedDefault(in.Current)
+	p.current = distribute(p.currentTotal, p.names, func(n string) bounds { return p.placeable(p.currentPrefs, n) })
+	p.baselined = distribute(p.total, p.names, func(n string) bounds { return p.placeable(p.baseline, n) })
 	p.ideal, p.unplaced = p.idealPlacement()
 	return p
 }

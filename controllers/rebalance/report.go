@@ -96,6 +96,9 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 	// Listed while shifted, or while something keeps it from its baseline.
 	show := res.Shifted || (res.Reason != planner.ReasonBalanced && res.Reason != planner.ReasonNoMembers)
 	placement, detail := placementOf(key, in, res)
+	if pol.Spec.DryRun && detail != "" {
+		detail += " (dry run: nothing written, the RSP is left as it is)"
+	}
 	suspended, suspendedDetail := suspensionOf(key, in, res)
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail,
 		suspended: suspended, suspendedDetail: suspendedDetail})

@@ -119,3 +119,8 @@ func equalPtr(a, b *int64) bool {
 	}
 	return *a == *b
 }
+
+// FinalizerRebalance on a FailoverPolicy with rebalancing enabled: before
+// the policy goes (or once rebalancing is turned off), every RSP it shifted
+// gets its baseline back and loses AnnotationRebalance.
+const FinalizerRebalance = "failover.fedfailover.io/rebalance"

@@ -12,18 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
-// shiftedOnHost is the user's RSP shifted 1:1 -> 6:0 by policy pol, written
+// shiftedOnHost is the user's RSP pinned from 1:1 to 6:0 by policy pol, written
 // the way the controller writes it (server-side apply, its field manager).
 func shiftedOnHost(t *testing.T, r *Reconciler, c client.Client, ns, pol string) (types.NamespacedName, contract.Placement) {
 	t.Helper()
 	rsp := userRSP(t, c, ns)
 	user := specPlacement(rsp)
-	shifted := contract.Placement{TotalReplicas: 6, Clusters: prefs(6, 0)}
+	six, zero := int64(6), int64(0)
+	shifted := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+		"member1": {MinReplicas: 6, MaxReplicas: &six, Weight: 6}, "member2": {MaxReplicas: &zero}}}
 	m := &contract.RebalanceState{Policy: pol, Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
 	if err := r.applyRSP(context.Background(), rsp, shifted, map[string]string{contract.AnnotationRebalance: m.Encode()}); err != nil {
 		t.Fatal(err)

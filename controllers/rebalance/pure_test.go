@@ -101,7 +101,7 @@ func TestBaselineOf(t *testing.T) {
 	pinned := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
 		"member1": {MinReplicas: 6, MaxReplicas: ptr.To[int64](6), Weight: 6}, "member2": {MaxReplicas: ptr.To[int64](0)}}}
 
-	m, edited := baselineOf(nil, user, "p")
+	m, edited := baselineOf(nil, user, fieldOwners{}, "p")
 	if edited || !m.Baseline.Equal(user) || m.Applied == nil || !m.Applied.Equal(user) || m.Policy != "p" {
 		t.Fatalf("first touch: %+v edited=%v", m, edited)
 	}
@@ -112,14 +112,14 @@ func TestBaselineOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, edited = baselineOf(back, pinned, "p")
+	m, edited = baselineOf(back, pinned, ownersOf(nil), "p")
 	if edited || !m.Baseline.Equal(user) || m.LastChange == nil {
 		t.Fatalf("own write: %+v edited=%v", m, edited)
 	}
 
 	// Someone changed the spec while shifted: that is the new baseline.
 	theirs := contract.Placement{TotalReplicas: 9, Clusters: prefs(2, 1)}
-	m, edited = baselineOf(back, theirs, "p")
+	m, edited = baselineOf(back, theirs, ownersOf(nil), "p")
 	if !edited || !m.Baseline.Equal(theirs) || !m.Applied.Equal(theirs) || m.LastChange != nil {
 		t.Fatalf("user edit: %+v edited=%v", m, edited)
 	}

@@ -156,10 +156,10 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 		recorded = nil
 	}
 	live := specPlacement(rsp)
-	m, edited := baselineOf(recorded, live, pol.Name)
+	m, edited := baselineOf(recorded, live, ownersOf(rsp.ManagedFields), pol.Name)
 	if edited {
 		r.report(ctx, pol, rsp, "", ReasonAdoptedUserEdit, ActionBaselineChanged,
-			"spec changed by someone else while managed: it is the new baseline", pol.Spec.DryRun)
+			"spec changed by someone else while managed: their fields are adopted into the baseline", pol.Spec.DryRun)
 	}
 	w, err := r.loadWorkload(ctx, rsp)
 	if err != nil {

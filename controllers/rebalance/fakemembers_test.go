@@ -18,13 +18,13 @@ import (
 // fakeMembers is a federation of connected members, each served by a fake
 // client holding its objects; names in down are not connected.
 type fakeMembers struct {
-	readers map[string]client.Reader
+	readers map[string]client.Client
 	down    map[string]bool
 }
 
 func noMembers(t *testing.T) *fakeMembers {
 	t.Helper()
-	return &fakeMembers{readers: map[string]client.Reader{}, down: map[string]bool{}}
+	return &fakeMembers{readers: map[string]client.Client{}, down: map[string]bool{}}
 }
 
 // add registers a connected, kubefed-Ready member holding objs.
@@ -50,6 +50,12 @@ func (f *fakeMembers) KubeFedClusters(_ context.Context, _ labels.Selector) ([]k
 func (f *fakeMembers) Connected(c string) bool     { return !f.down[c] }
 func (f *fakeMembers) EverConnected(c string) bool { return true }
 func (f *fakeMembers) GetReader(_ context.Context, c string) (client.Reader, error) {
+	if f.down[c] {
+		return nil, member.ErrNotConnected
+	}
+	return f.readers[c], nil
+}
+func (f *fakeMembers) GetClient(_ context.Context, c string) (client.Client, error) {
 	if f.down[c] {
 		return nil, member.ErrNotConnected
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
@@ -29,8 +30,12 @@ import (
 // workload is what the controller knows of the RSP's target: which pods are
 // its replicas and what each requests.
 type workload struct {
-	selector labels.Selector
-	spec     *corev1.PodSpec
+	// kind and name are the target's (FederatedDeployment or
+	// FederatedReplicaSet): the member workload of the same name owns the
+	// replicas.
+	kind, name string
+	selector   labels.Selector
+	spec       *corev1.PodSpec
 	// placement selects, by KubeFedCluster labels, the members kubefed may
 	// place the target on; nil when kubefed ignores the target's placement
 	// (the RSP's intersectWithClusterSelector is off).
@@ -46,11 +51,11 @@ var federatedGroupVersion = schema.GroupVersion{Group: "types.kubefed.io", Versi
 // target, the workload's pods are found by nothing and capacity is
 // estimated for an empty pod.
 func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) (workload, error) {
-	w := workload{selector: labels.Nothing(), spec: &corev1.PodSpec{}}
 	kind := rsp.Spec.TargetKind
 	if kind == "" {
 		kind = "FederatedDeployment"
 	}
+	w := workload{kind: kind, name: rsp.Name, selector: labels.Nothing(), spec: &corev1.PodSpec{}}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(federatedGroupVersion.WithKind(kind))
 	if err := r.host.Get(ctx, client.ObjectKeyFromObject(rsp), u); err != nil {
@@ -163,10 +168,15 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		ctrl.LoggerFrom(ctx).V(1).Info("Member unreadable; counted unhealthy", "error", err.Error())
 		return observation{KubefedReady: true}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
 	}
+	owner, err := r.ownerIn(ctx, cluster, ns, w)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
+		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
+	}
 	var mine []corev1.Pod
-	for i := range pods.Items {
-		if p := &pods.Items[i]; p.Namespace == ns && w.selector.Matches(labels.Set(p.Labels)) {
-			mine = append(mine, *p)
+	for _, p := range ownedPods(pods.Items, ns, owner) {
+		if w.selector.Matches(labels.Set(p.Labels)) {
+			mine = append(mine, p)
 		}
 	}
 	est := capacity.Fit(nodes.Items, pods.Items, w.spec)
@@ -179,6 +189,15 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 	}
 	return observation{Healthy: true, KubefedReady: true, Running: runningPods(mine), Fits: est.Replicas,
 		UnschedulableSince: unschedulableSince(mine)}, nil
+}
+
+// ownerIn finds the member's ReplicaSet of the workload (workloadOwner).
+func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload) (types.UID, error) {
+	c, err := r.members.GetClient(ctx, cluster)
+	if err != nil {
+		return "", err
+	}
+	return workloadOwner(ctx, c, w.kind, types.NamespacedName{Namespace: ns, Name: w.name})
 }
 
 // readMember lists the member's Nodes and Pods from its cache. Read-only

@@ -33,6 +33,7 @@ type members interface {
 	Connected(cluster string) bool
 	EverConnected(cluster string) bool
 	GetReader(ctx context.Context, cluster string) (client.Reader, error)
+	GetClient(ctx context.Context, cluster string) (client.Client, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error
 }
 

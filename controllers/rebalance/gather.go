@@ -34,7 +34,6 @@ type workload struct {
 	// FederatedReplicaSet): the member workload of the same name owns the
 	// replicas.
 	kind, name string
-	selector   labels.Selector
 	spec       *corev1.PodSpec
 	// placement selects, by KubeFedCluster labels, the members kubefed may
 	// place the target on; nil when kubefed ignores the target's placement
@@ -48,14 +47,14 @@ var federatedGroupVersion = schema.GroupVersion{Group: "types.kubefed.io", Versi
 
 // loadWorkload reads the target's template from the host (live: it is read
 // once per reconcile and not worth a cluster-wide informer). Without a
-// target, the workload's pods are found by nothing and capacity is
-// estimated for an empty pod.
+// target, capacity is estimated for an empty pod. The workload's pods are
+// found in each member by owner chain (workloadOwner), not by labels.
 func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) (workload, error) {
 	kind := rsp.Spec.TargetKind
 	if kind == "" {
 		kind = "FederatedDeployment"
 	}
-	w := workload{kind: kind, name: rsp.Name, selector: labels.Nothing(), spec: &corev1.PodSpec{}}
+	w := workload{kind: kind, name: rsp.Name, spec: &corev1.PodSpec{}}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(federatedGroupVersion.WithKind(kind))
 	if err := r.host.Get(ctx, client.ObjectKeyFromObject(rsp), u); err != nil {
@@ -68,21 +67,6 @@ func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.Replica
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, w.spec); err != nil {
 			return w, fmt.Errorf("decoding pod template of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
 		}
-	}
-	sel := &metav1.LabelSelector{}
-	if raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "template", "spec", "selector"); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, sel); err != nil {
-			return w, fmt.Errorf("decoding selector of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
-		}
-	} else if l, ok, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "spec", "template", "metadata", "labels"); ok {
-		sel.MatchLabels = l
-	}
-	if len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0 {
-		s, err := metav1.LabelSelectorAsSelector(sel)
-		if err != nil {
-			return w, fmt.Errorf("selector of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
-		}
-		w.selector = s
 	}
 	if rsp.Spec.IntersectWithClusterSelector {
 		p, err := targetPlacement(u)
@@ -173,12 +157,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
 		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
 	}
-	var mine []corev1.Pod
-	for _, p := range ownedPods(pods.Items, ns, owner) {
-		if w.selector.Matches(labels.Set(p.Labels)) {
-			mine = append(mine, p)
-		}
-	}
+	mine := ownedPods(pods.Items, ns, owner)
 	est := capacity.Fit(nodes.Items, pods.Items, w.spec)
 	for name, q := range est.Free {
 		v := float64(q.Value())

@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,7 +54,7 @@ func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
 		podOf("api-1", "rs-api", true), podOf("api-2", "rs-api", false)}
 	fm.add(t, "member1", objs...)
 	r := &Reconciler{members: fm}
-	w := workload{kind: "FederatedDeployment", name: "web", selector: labels.SelectorFromSet(labels.Set{"app": "web"})}
+	w := workload{kind: "FederatedDeployment", name: "web"}
 	obs, err := r.observe(context.Background(), "member1", true, "demo", w)
 	if err != nil {
 		t.Fatal(err)

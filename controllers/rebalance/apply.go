@@ -54,6 +54,7 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 		// The annotation keeps whole seconds: round up, so minInterval
 		// counted from it is never shorter than the policy asks.
 		m.Applied, m.LastChange = &written, timePtr(now.Add(time.Second-time.Nanosecond))
+		markFailback(m, res.FailedBack, now)
 	}
 	if !res.Changed && rsp.Annotations[contract.AnnotationRebalance] == m.Encode() {
 		return nil
@@ -145,4 +146,17 @@ func specFields(p contract.Placement) map[string]any {
 		clusters[n] = e
 	}
 	return map[string]any{"totalReplicas": int64(p.TotalReplicas), "clusters": clusters}
+}
+
+// markFailback starts the probation of members given replicas back: if
+// they run out of capacity during it, their next failback backs off.
+func markFailback(m *contract.RebalanceState, members []string, now time.Time) {
+	for _, n := range members {
+		if m.Members == nil {
+			m.Members = map[string]contract.MemberTimers{}
+		}
+		t := m.Members[n]
+		t.LastFailback = timePtr(now)
+		m.Members[n] = t
+	}
 }

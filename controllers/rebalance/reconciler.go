@@ -229,6 +229,11 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 		}
 		requeue = wake.Earliest(requeue, a.RequeueAt)
 		onset.add(a)
+		if a.BackedOff {
+			r.report(ctx, pol, rsp, name, ReasonFailbackBackoff, ActionBackoff, fmt.Sprintf(
+				"%s ran out of capacity right after a failback: its next failback waits %s (backoff level %d)",
+				name, planner.BackedOffWindow(spec.Failback.StabilizationWindow.Get(), a.Marks.Backoff), a.Marks.Backoff), pol.Spec.DryRun)
+		}
 	}
 	if len(newMarks) == 0 {
 		newMarks = nil

@@ -29,6 +29,7 @@ const (
 	ActionBaselineChanged = "BaselineChanged"
 	ActionSuspend         = "Suspended"
 	ActionResume          = "Resumed"
+	ActionBackoff         = "BackedOff"
 )
 
 // Event and decision reasons besides the planner's.
@@ -40,6 +41,9 @@ const (
 	ReasonStateReset = "StateReset"
 	// ReasonRebalanceResumed: the federation guard no longer holds the RSP.
 	ReasonRebalanceResumed = "RebalanceResumed"
+	// ReasonFailbackBackoff: a member ran out of capacity right after a
+	// failback; its next failback waits longer.
+	ReasonFailbackBackoff = "FailbackBackoff"
 )
 
 // reportPlan is the one call for a written (or, in dry-run, planned)
@@ -62,7 +66,7 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	evType := corev1.EventTypeNormal
 	switch reason {
 	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity,
-		ReasonStateReset, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere:
+		ReasonStateReset, ReasonFailbackBackoff, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere:
 		evType = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)
@@ -108,6 +112,9 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 	}
 	metrics.RSPShifted.WithLabelValues(rsp.Namespace, rsp.Name).Set(gaugeValue(res.Shifted))
 	metrics.RSPGuardHeld.WithLabelValues(rsp.Namespace, rsp.Name).Set(gaugeValue(res.Reason == planner.ReasonTooManyMembersFailed))
+	for n, mem := range in.Members {
+		metrics.RebalanceFailbackBackoff.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(mem.Backoff))
+	}
 	for n, p := range res.Clusters {
 		if n != planner.Wildcard {
 			metrics.RSPWeight.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(p.Weight))

@@ -47,7 +47,7 @@ func fuzzInput(baseline, current, members uint64, total, currentTotal uint8, sin
 			continue // not a member
 		}
 		m := Member{State: fuzzStates[bits&3], Running: int64(bits >> 2 & 15), Fits: int64(bits >> 6 & 15),
-			KubefedReady: bits>>11&1 != 0}
+			KubefedReady: bits>>11&1 != 0, Backoff: int(bits >> 12 & 3)}
 		if bits>>10&1 != 0 {
 			m.RoomSince = now.Add(-time.Duration(sinceRoom>>(4*uint(i))&15) * 20 * time.Second)
 		}

@@ -22,6 +22,11 @@ const (
 	// tracked volume is still attached to it, or the member cannot be
 	// reached; the message names the node and why.
 	ConditionTaintRemovalPending = "TaintRemovalPending"
+	// ConditionRebalanceSuspended is True while the federation guard holds
+	// some managed ReplicaSchedulingPreference as it is (too many members
+	// failed at once, or no capacity anywhere); the message names the RSPs
+	// and the members.
+	ConditionRebalanceSuspended = "RebalanceSuspended"
 	// ConditionOverlapping is True while another policy governs node recovery
 	// in some of the members this one selects; the message names the winner.
 	ConditionOverlapping = "Overlapping"
@@ -118,4 +123,17 @@ const (
 	ReasonTaintStays = "TaintStays"
 	// ReasonNoTaintLeft: no taint of fedfailover's waits for removal.
 	ReasonNoTaintLeft = "NoTaintLeft"
+)
+
+// Reasons of the RebalanceSuspended condition. True: the first that
+// applies to any managed RSP in this order.
+const (
+	// ReasonTooManyMembersFailed: more selected members look failed than
+	// spec.rebalance.maxFailedMembers: no RSP is shifted.
+	ReasonTooManyMembersFailed = "TooManyMembersFailed"
+	// ReasonNoCapacityAnywhere: a plan would leave no replica runnable
+	// anywhere: kubefed keeps what it has.
+	ReasonNoCapacityAnywhere = "NoCapacityAnywhere"
+	// ReasonNotSuspended: no managed RSP is held by the guard (False).
+	ReasonNotSuspended = "NotSuspended"
 )

@@ -278,6 +278,13 @@ type RebalanceSpec struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
 	MaxFailedMembers *intstr.IntOrString `json:"maxFailedMembers,omitempty"`
+
+	// AllowSpill lets a shift give a member more replicas than the
+	// maxReplicas of its baseline preferences when the others cannot run
+	// them. Off: maxReplicas is a hard cap. Members the RSP does not list
+	// (and no "*" entry) never get replicas either way.
+	// +optional
+	AllowSpill bool `json:"allowSpill,omitempty"`
 }
 
 // FailbackSpec controls how replicas return to a recovered member.

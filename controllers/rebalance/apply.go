@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -53,6 +54,7 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 		// The annotation keeps whole seconds: round up, so minInterval
 		// counted from it is never shorter than the policy asks.
 		m.Applied, m.LastChange = &written, timePtr(now.Add(time.Second-time.Nanosecond))
+		markFailback(m, res.FailedBack, now)
 	}
 	if !res.Changed && rsp.Annotations[contract.AnnotationRebalance] == m.Encode() {
 		return nil
@@ -73,8 +75,11 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	r.forget(key)
 	metrics.DeleteRSP(rsp.Namespace, rsp.Name)
 	m, err := contract.DecodeRebalanceState(rsp.Annotations)
-	if err != nil || m == nil {
-		return err
+	if err == nil && m == nil {
+		return nil
+	}
+	if err != nil {
+		return r.dropState(ctx, rsp, err)
 	}
 	target, live := m.Baseline, specPlacement(rsp)
 	if m.Applied == nil || !m.Applied.Equal(live) {
@@ -88,6 +93,23 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 		ctrl.LoggerFrom(ctx).Info(msg)
 		r.recorder.Eventf(rsp, nil, corev1.EventTypeNormal, ReasonBaselineRestored, ActionRelease, msg)
 	}
+	return nil
+}
+
+// dropState removes an unreadable rebalance annotation from an RSP no
+// policy manages, leaving its spec as it is: nothing recorded can be
+// trusted. A merge patch, because whoever garbled it may own the field.
+func (r *Reconciler) dropState(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, why error) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:null}}}`, rsp.ResourceVersion, contract.AnnotationRebalance)
+	if err := r.host.Patch(ctx, rsp, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsConflict(err) {
+			return errStale
+		}
+		return fmt.Errorf("removing annotation %s from ReplicaSchedulingPreference %s/%s: %w", contract.AnnotationRebalance, rsp.Namespace, rsp.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Unreadable rebalance annotation removed", "error", why.Error())
+	r.recorder.Eventf(rsp, nil, corev1.EventTypeWarning, ReasonStateReset, ActionRelease,
+		"unreadable %s annotation removed, spec left as it is: %v", contract.AnnotationRebalance, why)
 	return nil
 }
 
@@ -124,4 +146,17 @@ func specFields(p contract.Placement) map[string]any {
 		clusters[n] = e
 	}
 	return map[string]any{"totalReplicas": int64(p.TotalReplicas), "clusters": clusters}
+}
+
+// markFailback starts the probation of members given replicas back: if
+// they run out of capacity during it, their next failback backs off.
+func markFailback(m *contract.RebalanceState, members []string, now time.Time) {
+	for _, n := range members {
+		if m.Members == nil {
+			m.Members = map[string]contract.MemberTimers{}
+		}
+		t := m.Members[n]
+		t.LastFailback = timePtr(now)
+		m.Members[n] = t
+	}
 }

@@ -4,10 +4,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
+	"github.com/fedfailover/fedfailover/internal/wake"
 )
 
 // observation is what the controller saw of one member for one workload.
@@ -37,6 +39,9 @@ type assessment struct {
 	RequeueAt time.Time
 	// Since is the onset of a Failed or Exhausted state (for the metric).
 	Since time.Time
+	// BackedOff: the member ran out of capacity right after a failback;
+	// its backoff level was raised (event and metric).
+	BackedOff bool
 }
 
 // assess turns an observation into a member state, with hysteresis: a
@@ -45,6 +50,44 @@ type assessment struct {
 // its room counts only from the first healthy observation with room after
 // the last bad one (the planner waits stabilizationWindow from there).
 func assess(obs observation, prev contract.MemberTimers, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
+	a := assessHealth(obs, prev, spec, now)
+	a.Marks.LastFailback, a.Marks.Backoff, a.BackedOff = failbackBackoff(prev, a.Member.State, spec, now)
+	a.Member.Backoff = a.Marks.Backoff
+	if a.Marks.LastFailback != nil {
+		a.RequeueAt = wake.Earliest(a.RequeueAt, probationEnd(prev, spec))
+	}
+	return a
+}
+
+// maxBackoff caps the failback backoff level (planner.BackedOffWindow also
+// caps the window itself).
+const maxBackoff = 8
+
+// failbackBackoff is the no-oscillation rule: a member that runs out of
+// capacity while on probation after a failback (its room was
+// overestimated: anti-affinity, topology spread, ...) gets one more
+// backoff level, so its next failback waits twice as long; a member that
+// passes its probation (its backed-off stabilization window after the
+// failback) without that starts again from level 0.
+func failbackBackoff(prev contract.MemberTimers, state planner.MemberState, spec v1alpha1.RebalanceSpec, now time.Time) (*metav1.Time, int, bool) {
+	switch {
+	case prev.LastFailback == nil:
+		return nil, prev.Backoff, false
+	case state == planner.Exhausted:
+		return nil, min(prev.Backoff+1, maxBackoff), true
+	case !now.Before(probationEnd(prev, spec)):
+		return nil, 0, false
+	}
+	return prev.LastFailback, prev.Backoff, false
+}
+
+// probationEnd is when a failback to the member counts as having held.
+func probationEnd(prev contract.MemberTimers, spec v1alpha1.RebalanceSpec) time.Time {
+	return timeOf(prev.LastFailback).Add(planner.BackedOffWindow(spec.Failback.StabilizationWindow.Get(), prev.Backoff))
+}
+
+// assessHealth is assess without the failback backoff.
+func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
 	var a assessment
 	if obs.Unknown {
 		a.Member = planner.Member{State: planner.Healthy, KubefedReady: true}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
@@ -29,8 +30,15 @@ import (
 // workload is what the controller knows of the RSP's target: which pods are
 // its replicas and what each requests.
 type workload struct {
-	selector labels.Selector
-	spec     *corev1.PodSpec
+	// kind and name are the target's (FederatedDeployment or
+	// FederatedReplicaSet): the member workload of the same name owns the
+	// replicas.
+	kind, name string
+	spec       *corev1.PodSpec
+	// placement selects, by KubeFedCluster labels, the members kubefed may
+	// place the target on; nil when kubefed ignores the target's placement
+	// (the RSP's intersectWithClusterSelector is off).
+	placement labels.Selector
 }
 
 // federatedGroupVersion holds kubefed's FederatedDeployment and
@@ -39,14 +47,14 @@ var federatedGroupVersion = schema.GroupVersion{Group: "types.kubefed.io", Versi
 
 // loadWorkload reads the target's template from the host (live: it is read
 // once per reconcile and not worth a cluster-wide informer). Without a
-// target, the workload's pods are found by nothing and capacity is
-// estimated for an empty pod.
+// target, capacity is estimated for an empty pod. The workload's pods are
+// found in each member by owner chain (workloadOwner), not by labels.
 func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) (workload, error) {
-	w := workload{selector: labels.Nothing(), spec: &corev1.PodSpec{}}
 	kind := rsp.Spec.TargetKind
 	if kind == "" {
 		kind = "FederatedDeployment"
 	}
+	w := workload{kind: kind, name: rsp.Name, spec: &corev1.PodSpec{}}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(federatedGroupVersion.WithKind(kind))
 	if err := r.host.Get(ctx, client.ObjectKeyFromObject(rsp), u); err != nil {
@@ -60,41 +68,57 @@ func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.Replica
 			return w, fmt.Errorf("decoding pod template of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
 		}
 	}
-	sel := &metav1.LabelSelector{}
-	if raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "template", "spec", "selector"); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, sel); err != nil {
-			return w, fmt.Errorf("decoding selector of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
-		}
-	} else if l, ok, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "spec", "template", "metadata", "labels"); ok {
-		sel.MatchLabels = l
-	}
-	if len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0 {
-		s, err := metav1.LabelSelectorAsSelector(sel)
+	if rsp.Spec.IntersectWithClusterSelector {
+		p, err := targetPlacement(u)
 		if err != nil {
-			return w, fmt.Errorf("selector of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
+			return w, fmt.Errorf("placement of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
 		}
-		w.selector = s
+		w.placement = p
 	}
 	return w, nil
 }
 
+// targetPlacement is the target's spec.placement.clusterSelector as kubefed's
+// RSP scheduler reads it with intersectWithClusterSelector: the selector
+// alone (spec.placement.clusters is kubefed's own output then), and no
+// selector selects nothing.
+func targetPlacement(u *unstructured.Unstructured) (labels.Selector, error) {
+	raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "placement", "clusterSelector")
+	if !ok {
+		return labels.Nothing(), nil
+	}
+	sel := &metav1.LabelSelector{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, sel); err != nil {
+		return nil, err
+	}
+	return metav1.LabelSelectorAsSelector(sel)
+}
+
 // memberNames lists the KubeFedClusters the policy selects, with whether
-// kubefed reports each Ready. The governing policy's selector is valid
+// kubefed reports each Ready, and those of them the target's placement
+// allows (nil: every one). The governing policy's selector is valid
 // (internal/policy.ForRSP).
-func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy) (map[string]bool, error) {
+func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy, w workload) (map[string]bool, map[string]bool, error) {
 	sel, err := policy.Clusters(pol)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kfcs, err := r.members.KubeFedClusters(ctx, sel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[string]bool, len(kfcs))
+	var eligible map[string]bool
+	if w.placement != nil {
+		eligible = map[string]bool{}
+	}
 	for i := range kfcs {
 		out[kfcs[i].Name] = kubefedReady(&kfcs[i])
+		if w.placement != nil && w.placement.Matches(labels.Set(kfcs[i].Labels)) {
+			eligible[kfcs[i].Name] = true
+		}
 	}
-	return out, nil
+	return out, eligible, nil
 }
 
 func kubefedReady(k *kubefedv1beta1.KubeFedCluster) bool {
@@ -128,12 +152,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		ctrl.LoggerFrom(ctx).V(1).Info("Member unreadable; counted unhealthy", "error", err.Error())
 		return observation{KubefedReady: true}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
 	}
-	var mine []corev1.Pod
-	for i := range pods.Items {
-		if p := &pods.Items[i]; p.Namespace == ns && w.selector.Matches(labels.Set(p.Labels)) {
-			mine = append(mine, *p)
-		}
+	owner, err := r.ownerIn(ctx, cluster, ns, w)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
+		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
 	}
+	mine := ownedPods(pods.Items, ns, owner)
 	est := capacity.Fit(nodes.Items, pods.Items, w.spec)
 	for name, q := range est.Free {
 		v := float64(q.Value())
@@ -144,6 +168,15 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 	}
 	return observation{Healthy: true, KubefedReady: true, Running: runningPods(mine), Fits: est.Replicas,
 		UnschedulableSince: unschedulableSince(mine)}, nil
+}
+
+// ownerIn finds the member's ReplicaSet of the workload (workloadOwner).
+func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload) (types.UID, error) {
+	c, err := r.members.GetClient(ctx, cluster)
+	if err != nil {
+		return "", err
+	}
+	return workloadOwner(ctx, c, w.kind, types.NamespacedName{Namespace: ns, Name: w.name})
 }
 
 // readMember lists the member's Nodes and Pods from its cache. Read-only

@@ -85,7 +85,7 @@ func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
 	if len(st.Rebalances) != 1 || !st.Rebalances[0].Shifted || st.Rebalances[0].Reason != v1alpha1.ReasonInvalidSelector {
 		t.Errorf("rebalances %+v", st.Rebalances)
 	}
-	if len(st.Conditions) != 1 || st.Conditions[0].Reason != v1alpha1.ReasonRebalanceHeld || !strings.Contains(st.Conditions[0].Message, "demo/web") {
+	if len(st.Conditions) != 2 || st.Conditions[0].Reason != v1alpha1.ReasonRebalanceHeld || !strings.Contains(st.Conditions[0].Message, "demo/web") {
 		t.Errorf("conditions %+v", st.Conditions)
 	}
 	if len(decisions) != 1 || decisions[0].Action != ActionHold {

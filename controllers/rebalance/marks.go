@@ -18,22 +18,32 @@ func specPlacement(rsp *fedschedv1a1.ReplicaSchedulingPreference) contract.Place
 }
 
 // baselineOf resolves the state to plan with from the recorded state and
-// the live spec: first touch records the spec as the baseline; a spec that
-// differs from what the controller last wrote is a user edit and becomes
-// the new baseline (the old plan no longer applies, nor does its
-// minInterval). It reports whether the user edited.
-func baselineOf(recorded *contract.RebalanceState, live contract.Placement, policy string) (m *contract.RebalanceState, edited bool) {
+// the live spec: first touch records the spec as the baseline; fields that
+// someone else changed since the controller last wrote (by field
+// ownership, see adoptEdits) are adopted into the baseline, and then the
+// old plan no longer applies, nor does its minInterval. It reports whether
+// the baseline changed.
+func baselineOf(recorded *contract.RebalanceState, live contract.Placement, owners fieldOwners, policy string) (m *contract.RebalanceState, edited bool) {
 	cur := live.Normalize()
 	if recorded == nil {
 		return &contract.RebalanceState{Policy: policy, Baseline: cur, Applied: &cur}, false
 	}
 	m = recorded.Clone()
 	m.Policy = policy
-	if m.Applied == nil || !m.Applied.Equal(live) {
-		edited = m.Applied != nil
+	switch {
+	case m.Applied == nil:
 		m.Baseline, m.Applied, m.LastChange = cur, &cur, nil
+		return m, false
+	case m.Applied.Equal(live):
+		return m, false
 	}
-	return m, edited
+	next := adoptEdits(m.Baseline, *m.Applied, cur, owners)
+	m.Applied = &cur
+	if next.Equal(m.Baseline) {
+		return m, false // fedfailover's own fields, or the baseline re-applied
+	}
+	m.Baseline, m.LastChange = next, nil
+	return m, true
 }
 
 // timePtr is t as a timer of the state, to the second (what metav1.Time

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -100,7 +101,7 @@ func TestBaselineOf(t *testing.T) {
 	pinned := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
 		"member1": {MinReplicas: 6, MaxReplicas: ptr.To[int64](6), Weight: 6}, "member2": {MaxReplicas: ptr.To[int64](0)}}}
 
-	m, edited := baselineOf(nil, user, "p")
+	m, edited := baselineOf(nil, user, fieldOwners{}, "p")
 	if edited || !m.Baseline.Equal(user) || m.Applied == nil || !m.Applied.Equal(user) || m.Policy != "p" {
 		t.Fatalf("first touch: %+v edited=%v", m, edited)
 	}
@@ -111,14 +112,14 @@ func TestBaselineOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, edited = baselineOf(back, pinned, "p")
+	m, edited = baselineOf(back, pinned, ownersOf(nil), "p")
 	if edited || !m.Baseline.Equal(user) || m.LastChange == nil {
 		t.Fatalf("own write: %+v edited=%v", m, edited)
 	}
 
 	// Someone changed the spec while shifted: that is the new baseline.
 	theirs := contract.Placement{TotalReplicas: 9, Clusters: prefs(2, 1)}
-	m, edited = baselineOf(back, theirs, "p")
+	m, edited = baselineOf(back, theirs, ownersOf(nil), "p")
 	if !edited || !m.Baseline.Equal(theirs) || !m.Applied.Equal(theirs) || m.LastChange != nil {
 		t.Fatalf("user edit: %+v edited=%v", m, edited)
 	}
@@ -239,8 +240,8 @@ func TestRebalancingCondition(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := desiredStatus(testPolicy(), c.entries)
-			if len(st.Conditions) != 1 {
-				t.Fatalf("conditions %+v", st.Conditions)
+			if len(st.Conditions) != 2 || meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRebalanceSuspended) == nil {
+				t.Fatalf("conditions %+v, want Rebalancing and RebalanceSuspended", st.Conditions)
 			}
 			got := st.Conditions[0]
 			if got.Type != v1alpha1.ConditionRebalancing || got.Status != c.status || got.Reason != c.reason ||

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -24,10 +26,21 @@ import (
 	"github.com/fedfailover/fedfailover/internal/wake"
 )
 
+// members is what the reconciler uses of the member connections
+// (*member.Cache; tests give a fake).
+type members interface {
+	KubeFedClusters(ctx context.Context, sel labels.Selector) ([]kubefedv1beta1.KubeFedCluster, error)
+	Connected(cluster string) bool
+	EverConnected(cluster string) bool
+	GetReader(ctx context.Context, cluster string) (client.Reader, error)
+	GetClient(ctx context.Context, cluster string) (client.Client, error)
+	Watch(ctx context.Context, cluster string, in member.WatchInput) error
+}
+
 // Reconciler manages one ReplicaSchedulingPreference per request.
 type Reconciler struct {
 	host     client.Client
-	members  *member.Cache
+	members  members
 	recorder recorder.EventRecorder
 	opts     Options
 	now      func() time.Time
@@ -45,7 +58,9 @@ type memory struct {
 	dryMarks   *contract.RebalanceState
 	lastReport string
 	// held is why the RSP was last held (events on the transition only).
-	held      string
+	held string
+	// suspended is the guard's reason last seen (events on transitions only).
+	suspended string
 	onset     time.Time
 	onsetWhy  string
 	onsetDone time.Time
@@ -135,13 +150,17 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	r.mu.Unlock()
 	recorded, err := r.recordedMarks(rsp, pol, mem)
 	if err != nil {
-		return ctrl.Result{}, err
+		// A state that cannot be read is not retried forever: the user's
+		// spec as it is now becomes the baseline (and is recorded so).
+		r.report(ctx, pol, rsp, "", ReasonStateReset, ActionBaselineChanged,
+			fmt.Sprintf("unreadable %s annotation, reset: the current spec is the baseline (%v)", contract.AnnotationRebalance, err), pol.Spec.DryRun)
+		recorded = nil
 	}
 	live := specPlacement(rsp)
-	m, edited := baselineOf(recorded, live, pol.Name)
+	m, edited := baselineOf(recorded, live, ownersOf(rsp.ManagedFields), pol.Name)
 	if edited {
 		r.report(ctx, pol, rsp, "", ReasonAdoptedUserEdit, ActionBaselineChanged,
-			"spec changed by someone else while managed: it is the new baseline", pol.Spec.DryRun)
+			"spec changed by someone else while managed: their fields are adopted into the baseline", pol.Spec.DryRun)
 	}
 	w, err := r.loadWorkload(ctx, rsp)
 	if err != nil {
@@ -161,6 +180,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	}
 	r.observeRecovery(mem, in, onset, now)
 	r.record(pol, rsp, in, res, m)
+	r.reportSuspension(ctx, pol, rsp, mem, in, res)
 	// A periodic resync catches what no watch reports (capacity estimates,
 	// kubefed status).
 	next := wake.Soonest{}
@@ -185,12 +205,12 @@ func (r *Reconciler) recordedMarks(rsp *fedschedv1a1.ReplicaSchedulingPreference
 func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
 	m *contract.RebalanceState, w workload, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
 	spec := *pol.Spec.Rebalance
-	names, err := r.memberNames(ctx, pol)
+	names, eligible, err := r.memberNames(ctx, pol, w)
 	if err != nil {
 		return planner.Input{}, time.Time{}, onsetInfo{}, err
 	}
 	in := planner.Input{
-		Baseline: m.Baseline.Clusters, TotalReplicas: m.Baseline.TotalReplicas,
+		Baseline: m.Baseline.Clusters, TotalReplicas: m.Baseline.TotalReplicas, Eligible: eligible,
 		Members: map[string]planner.Member{}, Current: rsp.Spec.Clusters, CurrentTotalReplicas: rsp.Spec.TotalReplicas,
 		LastChange: timeOf(m.LastChange), Now: now, Spec: spec,
 	}
@@ -209,6 +229,11 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 		}
 		requeue = wake.Earliest(requeue, a.RequeueAt)
 		onset.add(a)
+		if a.BackedOff {
+			r.report(ctx, pol, rsp, name, ReasonFailbackBackoff, ActionBackoff, fmt.Sprintf(
+				"%s ran out of capacity right after a failback: its next failback waits %s (backoff level %d)",
+				name, planner.BackedOffWindow(spec.Failback.StabilizationWindow.Get(), a.Marks.Backoff), a.Marks.Backoff), pol.Spec.DryRun)
+		}
 	}
 	if len(newMarks) == 0 {
 		newMarks = nil

@@ -27,12 +27,23 @@ const (
 	ActionHold            = "Held"
 	ActionRelease         = "Released"
 	ActionBaselineChanged = "BaselineChanged"
+	ActionSuspend         = "Suspended"
+	ActionResume          = "Resumed"
+	ActionBackoff         = "BackedOff"
 )
 
 // Event and decision reasons besides the planner's.
 const (
 	ReasonAdoptedUserEdit  = "AdoptedUserEdit"
 	ReasonBaselineRestored = "RestoredBaseline"
+	// ReasonStateReset: the RSP's rebalance annotation could not be read;
+	// the current spec became the baseline.
+	ReasonStateReset = "StateReset"
+	// ReasonRebalanceResumed: the federation guard no longer holds the RSP.
+	ReasonRebalanceResumed = "RebalanceResumed"
+	// ReasonFailbackBackoff: a member ran out of capacity right after a
+	// failback; its next failback waits longer.
+	ReasonFailbackBackoff = "FailbackBackoff"
 )
 
 // reportPlan is the one call for a written (or, in dry-run, planned)
@@ -54,7 +65,8 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	ctrl.LoggerFrom(ctx).Info("Rebalance: "+msg, "reason", reason, "action", action)
 	evType := corev1.EventTypeNormal
 	switch reason {
-	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity:
+	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity,
+		ReasonStateReset, ReasonFailbackBackoff, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere:
 		evType = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)
@@ -88,9 +100,21 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 	// Listed while shifted, or while something keeps it from its baseline.
 	show := res.Shifted || (res.Reason != planner.ReasonBalanced && res.Reason != planner.ReasonNoMembers)
 	placement, detail := placementOf(key, in, res)
-	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail})
+	if pol.Spec.DryRun && detail != "" {
+		detail += " (dry run: nothing written, the RSP is left as it is)"
+	}
+	suspended, suspendedDetail := suspensionOf(key, in, res)
+	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail,
+		suspended: suspended, suspendedDetail: suspendedDetail})
+	entries, _ := r.store.Snapshot(pol.Name)
+	for reason, n := range suspendedCounts(entries) {
+		metrics.RebalanceSuspended.WithLabelValues(pol.Name, reason).Set(gaugeValue(n > 0))
+	}
 	metrics.RSPShifted.WithLabelValues(rsp.Namespace, rsp.Name).Set(gaugeValue(res.Shifted))
 	metrics.RSPGuardHeld.WithLabelValues(rsp.Namespace, rsp.Name).Set(gaugeValue(res.Reason == planner.ReasonTooManyMembersFailed))
+	for n, mem := range in.Members {
+		metrics.RebalanceFailbackBackoff.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(mem.Backoff))
+	}
 	for n, p := range res.Clusters {
 		if n != planner.Wildcard {
 			metrics.RSPWeight.WithLabelValues(rsp.Namespace, rsp.Name, n).Set(float64(p.Weight))
@@ -115,6 +139,53 @@ func placementOf(key types.NamespacedName, in planner.Input, res planner.Result)
 		return v1alpha1.ReasonShifted, fmt.Sprintf("%s: shifted (%s) away from %s: %s", key, res.Reason, strings.Join(down, ", "), describe(res))
 	}
 	return v1alpha1.ReasonFailingBack, fmt.Sprintf("%s: every member healthy, returning to the baseline (%s): %s", key, res.Reason, describe(res))
+}
+
+// suspensionOf says whether the federation guard holds the RSP (its
+// reason, "" if not) and names the members behind it.
+func suspensionOf(key types.NamespacedName, in planner.Input, res planner.Result) (string, string) {
+	var reason string
+	switch res.Reason {
+	case planner.ReasonTooManyMembersFailed:
+		reason = v1alpha1.ReasonTooManyMembersFailed
+	case planner.ReasonNoCapacityAnywhere:
+		reason = v1alpha1.ReasonNoCapacityAnywhere
+	default:
+		return "", ""
+	}
+	var failed, full []string
+	for _, n := range sortedKeys(in.Members) {
+		switch m := in.Members[n]; {
+		case m.State == planner.Failed:
+			failed = append(failed, n)
+		case m.State == planner.Exhausted || m.Fits <= 0:
+			full = append(full, n)
+		}
+	}
+	msg := fmt.Sprintf("%s: %d of %d members failed (%s)", key, len(failed), len(in.Members), strings.Join(failed, ", "))
+	if reason == v1alpha1.ReasonNoCapacityAnywhere {
+		msg += fmt.Sprintf(", no room in %s", strings.Join(full, ", "))
+	}
+	return reason, msg + ": nothing shifted, kubefed keeps its placement"
+}
+
+// reportSuspension emits an event when the federation guard starts or
+// stops holding the RSP (or changes its reason): transitions only.
+func (r *Reconciler) reportSuspension(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
+	mem *memory, in planner.Input, res planner.Result) {
+	reason, detail := suspensionOf(client.ObjectKeyFromObject(rsp), in, res)
+	r.mu.Lock()
+	prev := mem.suspended
+	mem.suspended = reason
+	r.mu.Unlock()
+	switch {
+	case reason == prev:
+	case reason != "":
+		r.report(ctx, pol, rsp, "", reason, ActionSuspend, "rebalance suspended: "+detail, pol.Spec.DryRun)
+	default:
+		r.report(ctx, pol, rsp, "", ReasonRebalanceResumed, ActionResume,
+			"rebalance resumed: the federation guard no longer holds it ("+prev+" is over)", pol.Spec.DryRun)
+	}
 }
 
 // hold leaves an RSP exactly as it is because the policy that manages it

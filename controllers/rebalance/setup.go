@@ -33,7 +33,6 @@ import (
 // +kubebuilder:rbac:groups=scheduling.kubefed.io,resources=replicaschedulingpreferences,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=types.kubefed.io,resources=federateddeployments;federatedreplicasets,verbs=get
 // +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
 
 // Options configure rebalancing. Zero values take defaults.
@@ -76,6 +75,10 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		Build(r)
 	if err != nil {
 		return fmt.Errorf("creating rebalance controller: %w", err)
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("rebalance-finalizer").For(&v1alpha1.FailoverPolicy{}).
+		Complete(&finalizer{r: r}); err != nil {
+		return fmt.Errorf("creating rebalance finalizer controller: %w", err)
 	}
 	return statusWriter(r.store).SetupWithManager(mgr)
 }

@@ -30,10 +30,16 @@ type rspEntry struct {
 	// detail says which members and why.
 	placement string
 	detail    string
+	// suspended is the guard's reason while it holds the RSP
+	// (v1alpha1.ReasonTooManyMembersFailed, ...), suspendedDetail names
+	// the members.
+	suspended       string
+	suspendedDetail string
 }
 
 func entriesEqual(a, b rspEntry) bool {
 	return a.show == b.show && a.placement == b.placement && a.detail == b.detail &&
+		a.suspended == b.suspended && a.suspendedDetail == b.suspendedDetail &&
 		a.status.Shifted == b.status.Shifted && a.status.Reason == b.status.Reason &&
 		timeOf(a.status.LastChangeTime).Equal(timeOf(b.status.LastChangeTime))
 }
@@ -65,7 +71,7 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, entries map[types.NamespacedNam
 		}
 	}
 	if policy.Enabled(pol, policy.Rebalance) {
-		out.Conditions = policystatus.Conditions(pol, rebalancingCondition(pol, keys, entries))
+		out.Conditions = policystatus.Conditions(pol, rebalancingCondition(pol, keys, entries), suspendedCondition(pol, keys, entries))
 	}
 	return out
 }
@@ -96,4 +102,45 @@ func rebalancingCondition(pol *v1alpha1.FailoverPolicy, keys []types.NamespacedN
 			fmt.Sprintf("%d managed ReplicaSchedulingPreferences, all at their baseline", len(keys)))
 	}
 	return policystatus.Condition(pol, v1alpha1.ConditionRebalancing, metav1.ConditionTrue, reason, strings.Join(details, "; "))
+}
+
+// suspendedOrder ranks the guard's reasons for the RebalanceSuspended condition.
+var suspendedOrder = []string{v1alpha1.ReasonTooManyMembersFailed, v1alpha1.ReasonNoCapacityAnywhere}
+
+// suspendedCondition is True while the federation guard holds a managed
+// RSP, with the first reason of suspendedOrder and each held RSP's detail
+// as message; False (NotSuspended) otherwise.
+func suspendedCondition(pol *v1alpha1.FailoverPolicy, keys []types.NamespacedName, entries map[types.NamespacedName]rspEntry) metav1.Condition {
+	reason, rank := v1alpha1.ReasonNotSuspended, len(suspendedOrder)
+	var details []string
+	for _, k := range keys {
+		e := entries[k]
+		i := slices.Index(suspendedOrder, e.suspended)
+		if i < 0 {
+			continue
+		}
+		details = append(details, e.suspendedDetail)
+		if i < rank {
+			reason, rank = e.suspended, i
+		}
+	}
+	if len(details) == 0 {
+		return policystatus.Condition(pol, v1alpha1.ConditionRebalanceSuspended, metav1.ConditionFalse, v1alpha1.ReasonNotSuspended,
+			"the federation guard holds no managed ReplicaSchedulingPreference")
+	}
+	return policystatus.Condition(pol, v1alpha1.ConditionRebalanceSuspended, metav1.ConditionTrue, reason, strings.Join(details, "; "))
+}
+
+// suspendedCounts counts, per guard reason, the policy's RSPs it holds.
+func suspendedCounts(entries map[types.NamespacedName]rspEntry) map[string]int {
+	out := make(map[string]int, len(suspendedOrder))
+	for _, reason := range suspendedOrder {
+		out[reason] = 0
+	}
+	for _, e := range entries {
+		if e.suspended != "" {
+			out[e.suspended]++
+		}
+	}
+	return out
 }

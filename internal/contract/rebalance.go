@@ -40,6 +40,14 @@ type MemberTimers struct {
 	FailingSince *metav1.Time `json:"failingSince,omitempty"`
 	// RoomSince: first seen healthy with room, without a bad observation since.
 	RoomSince *metav1.Time `json:"roomSince,omitempty"`
+	// LastFailback: when replicas were last moved back to the member; set
+	// until the member passes its (backed-off) stabilization window after
+	// it without running out of capacity.
+	LastFailback *metav1.Time `json:"lastFailback,omitempty"`
+	// Backoff: how many times in a row the member ran out of capacity right
+	// after a failback; its next failback waits the stabilization window
+	// doubled that many times.
+	Backoff int `json:"backoff,omitempty"`
 }
 
 // DecodeRebalanceState reads AnnotationRebalance; nil without error when
@@ -119,3 +127,8 @@ func equalPtr(a, b *int64) bool {
 	}
 	return *a == *b
 }
+
+// FinalizerRebalance on a FailoverPolicy with rebalancing enabled: before
+// the policy goes (or once rebalancing is turned off), every RSP it shifted
+// gets its baseline back and loses AnnotationRebalance.
+const FinalizerRebalance = "failover.fedfailover.io/rebalance"

@@ -29,6 +29,25 @@ var (
 		Help:      "1 while the federation guard holds a managed ReplicaSchedulingPreference unchanged because too many members failed at once.",
 	}, []string{"namespace", "rsp"})
 
+	// RebalanceSuspended is 1 while the federation guard holds some RSP of
+	// a policy for the reason (TooManyMembersFailed, NoCapacityAnywhere), 0
+	// otherwise.
+	RebalanceSuspended = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "rebalance_suspended",
+		Help:      "1 while the federation guard holds a policy's ReplicaSchedulingPreferences as they are, by reason.",
+	}, []string{"policy", "reason"})
+
+	// RebalanceFailbackBackoff is a member's failback backoff level for a
+	// managed RSP: 0 none; n: its next failback waits the stabilization
+	// window doubled n times, because it ran out of capacity right after
+	// its last n failbacks.
+	RebalanceFailbackBackoff = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "rebalance_failback_backoff",
+		Help:      "Failback backoff level of a member for a managed ReplicaSchedulingPreference (its stabilization window doubles per level).",
+	}, []string{"namespace", "rsp", ClusterLabel})
+
 	// Rebalances counts changes of managed RSPs (or, in dry-run, changes
 	// that would have been written), by planner reason.
 	Rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,8 +82,9 @@ func DeleteRSP(namespace, name string) {
 	RSPWeight.DeletePartialMatch(l)
 	RSPShifted.DeletePartialMatch(l)
 	RSPGuardHeld.DeletePartialMatch(l)
+	RebalanceFailbackBackoff.DeletePartialMatch(l)
 }
 
 func init() {
-	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, Rebalances, MemberFreeCapacity, RebalanceSeconds)
+	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, RebalanceSuspended, RebalanceFailbackBackoff, Rebalances, MemberFreeCapacity, RebalanceSeconds)
 }

@@ -60,7 +60,7 @@ func (p *planning) anyFailed() bool {
 
 func (p *planning) pinned(placement map[string]int64) map[string]fedschedv1a1.ClusterPreferences {
 	out := map[string]fedschedv1a1.ClusterPreferences{}
-	for name, prefs := range p.in.Baseline {
+	for name, prefs := range p.baseline {
 		if _, member := p.in.Members[name]; !member {
 			out[name] = *prefs.DeepCopy()
 		}

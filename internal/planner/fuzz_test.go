@@ -47,7 +47,7 @@ func fuzzInput(baseline, current, members uint64, total, currentTotal uint8, sin
 			continue // not a member
 		}
 		m := Member{State: fuzzStates[bits&3], Running: int64(bits >> 2 & 15), Fits: int64(bits >> 6 & 15),
-			KubefedReady: bits>>11&1 != 0}
+			KubefedReady: bits>>11&1 != 0, Backoff: int(bits >> 12 & 3)}
 		if bits>>10&1 != 0 {
 			m.RoomSince = now.Add(-time.Duration(sinceRoom>>(4*uint(i))&15) * 20 * time.Second)
 		}
@@ -56,6 +56,18 @@ func fuzzInput(baseline, current, members uint64, total, currentTotal uint8, sin
 	if baseline&(1<<63) != 0 {
 		in.Baseline[Wildcard] = fedschedv1a1.ClusterPreferences{Weight: 1}
 	}
+	// Bits 9-14 of each member's baseline bits are free: bit 9 leaves it
+	// out of the target's placement, bit 62 turns that placement on, bit
+	// 61 allows spilling past maxReplicas.
+	if baseline&(1<<62) != 0 {
+		in.Eligible = map[string]bool{}
+		for i, name := range []string{"a", "b", "c", "d"} {
+			if baseline>>(16*uint(i))>>9&1 == 0 {
+				in.Eligible[name] = true
+			}
+		}
+	}
+	in.Spec.AllowSpill = baseline&(1<<61) != 0
 	return in
 }
 
@@ -64,6 +76,9 @@ func FuzzPlan(f *testing.F) {
 	f.Add(uint64(0x0001_0001_0001_0001), uint64(0x0001_0001_0001_0001), uint64(0x040d_0001_040d_040d), uint8(9), uint8(0), uint16(1), uint16(0), true)
 	f.Add(uint64(0x0002_0001_0001_0001), uint64(0x01ed_0024_0001_0001), uint64(0x040d_0402_040d_0112), uint8(12), uint8(14), uint16(40), uint16(0x1234), true)
 	f.Add(uint64(0x8000_0000_0003_0001), uint64(0x0001_8000_0001_0001), uint64(0x0003_0001_0002_0001), uint8(7), uint8(3), uint16(500), uint16(0xffff), false)
+	// Rule 4: a target placement leaving out b, spilling allowed or not.
+	f.Add(uint64(0x4000_0000_0201_0001), uint64(0x0001_0001_0001_0001), uint64(0x0003_040d_0001_0402), uint8(9), uint8(0), uint16(0), uint16(0), false)
+	f.Add(uint64(0x6000_0000_0221_0025), uint64(0x0001_0001_0001_0001), uint64(0x0003_040d_0001_0402), uint8(9), uint8(0), uint16(0), uint16(0), false)
 	f.Fuzz(func(t *testing.T, baseline, current, members uint64, total, currentTotal uint8, sinceLast, sinceRoom uint16, mbb bool) {
 		in := fuzzInput(baseline, current, members, total, currentTotal, sinceLast, sinceRoom, mbb)
 		got := Plan(in)
@@ -136,10 +151,22 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 	if failed > limit && (got.Changed || got.Reason != ReasonTooManyMembersFailed) {
 		t.Fatalf("%d of %d members failed: want the guard to keep the RSP, got %+v", failed, len(names), got)
 	}
-	current := distribute(max(int64(in.CurrentTotalReplicas), int64(max(in.TotalReplicas, 0))), names,
-		func(n string) bounds { return boundsOf(in.Current, n) })
+	// kubefed's reading of preferences: empty means "*" weight 1; with the
+	// target's placement, nothing outside it.
+	kubefed := func(prefs map[string]fedschedv1a1.ClusterPreferences) func(string) bounds {
+		if len(prefs) == 0 {
+			prefs = map[string]fedschedv1a1.ClusterPreferences{Wildcard: {Weight: 1}}
+		}
+		return func(n string) bounds {
+			if in.Eligible != nil && !in.Eligible[n] {
+				return bounds{max: 0}
+			}
+			return boundsOf(prefs, n)
+		}
+	}
+	current := distribute(max(int64(in.CurrentTotalReplicas), int64(max(in.TotalReplicas, 0))), names, kubefed(in.Current))
 	if in.CurrentTotalReplicas == 0 {
-		current = distribute(int64(max(in.TotalReplicas, 0)), names, func(n string) bounds { return boundsOf(in.Current, n) })
+		current = distribute(int64(max(in.TotalReplicas, 0)), names, kubefed(in.Current))
 	}
 	if got.TotalReplicas < 0 {
 		t.Fatalf("negative total %d", got.TotalReplicas)
@@ -147,7 +174,7 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 	if got.TemporaryTotal != (got.TotalReplicas > max(in.TotalReplicas, 0)) {
 		t.Fatalf("TemporaryTotal=%v with total %d (user %d)", got.TemporaryTotal, got.TotalReplicas, in.TotalReplicas)
 	}
-	placed := distribute(int64(got.TotalReplicas), names, func(n string) bounds { return boundsOf(got.Clusters, n) })
+	placed := distribute(int64(got.TotalReplicas), names, kubefed(got.Clusters))
 	if !equalPlacement(placed, got.Placement) {
 		t.Fatalf("clusters place %v, result says %v", placed, got.Placement)
 	}
@@ -171,7 +198,14 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 			}
 			continue
 		}
-		roomSum += m.Running + m.Fits
+		limit := capOf(in, n)
+		if got.Changed && limit >= 0 && got.Placement[n] > max(limit, current[n]) {
+			t.Fatalf("member %s raised to %d, above its limit %d (held %d): %+v", n, got.Placement[n], limit, current[n], got)
+		}
+		if limit < 0 {
+			limit = m.Running + m.Fits
+		}
+		roomSum += min(m.Running+m.Fits, limit)
 	}
 	if !got.Changed {
 		return
@@ -190,4 +224,25 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 	if placedSum > int64(got.TotalReplicas) {
 		t.Fatalf("placed %d above total %d", placedSum, got.TotalReplicas)
 	}
+}
+
+// capOf is rule 4 restated: a member the baseline does not list (nor "*"),
+// or outside the target's placement, may get nothing; else at most its
+// baseline maxReplicas unless allowSpill. -1: no limit.
+func capOf(in Input, n string) int64 {
+	base := in.Baseline
+	if len(base) == 0 {
+		base = map[string]fedschedv1a1.ClusterPreferences{Wildcard: {Weight: 1}}
+	}
+	p, ok := base[n]
+	if !ok {
+		p, ok = base[Wildcard]
+	}
+	switch {
+	case !ok || (in.Eligible != nil && !in.Eligible[n]):
+		return 0
+	case in.Spec.AllowSpill || p.MaxReplicas == nil:
+		return -1
+	}
+	return max(*p.MaxReplicas, 0)
 }

@@ -7,8 +7,7 @@ import "slices"
 func (p *planning) idealPlacement() (map[string]int64, int64) {
 	avail := p.available()
 	ideal := distribute(p.total, avail, func(n string) bounds {
-		b := boundsOf(p.in.Baseline, n)
-		return capAt(b, p.idealCap(n))
+		return capAt(p.placeable(p.baseline, n), p.idealCap(n))
 	})
 	ideal = fill(ideal, p.names)
 	left := p.total - sum(ideal)
@@ -41,24 +40,24 @@ func (p *planning) idealCap(n string) int64 {
 
 // spill places up to left replicas on candidates with room left, by
 // baseline weight (all equal when the candidates' weights are all zero),
-// ignoring the baseline maximum: the user's preference yields to keeping
-// every replica placed. It returns how many it placed.
+// within each member's limit (its maxReplicas unless allowSpill). It
+// returns how many it placed.
 func (p *planning) spill(ideal map[string]int64, left int64, candidates []string) int64 {
 	if left <= 0 {
 		return 0
 	}
-	withRoom := p.filter(candidates, func(n string) bool { return p.room(n) > ideal[n] })
+	withRoom := p.filter(candidates, func(n string) bool { return p.headroomOf(n, ideal[n], p.room(n)) > 0 })
 	weight := p.spillWeights(withRoom)
 	added := distribute(left, withRoom, func(n string) bounds {
-		return bounds{max: p.room(n) - ideal[n], weight: weight(n)}
+		return bounds{max: p.headroomOf(n, ideal[n], p.room(n)), weight: weight(n)}
 	})
 	return addInto(ideal, added)
 }
 
 func (p *planning) spillWeights(candidates []string) func(string) int64 {
 	for _, n := range candidates {
-		if boundsOf(p.in.Baseline, n).weight > 0 {
-			return func(n string) int64 { return boundsOf(p.in.Baseline, n).weight }
+		if boundsOf(p.baseline, n).weight > 0 {
+			return func(n string) int64 { return boundsOf(p.baseline, n).weight }
 		}
 	}
 	return func(string) int64 { return 1 }
@@ -74,7 +73,7 @@ func (p *planning) keepOverflow(ideal map[string]int64, left int64, avail []stri
 	})
 	var placed int64
 	for _, n := range order {
-		give := min(max(p.current[n]-ideal[n], 0), left-placed)
+		give := min(max(p.current[n]-ideal[n], 0), left-placed, p.headroomOf(n, ideal[n], -1))
 		ideal[n] += give
 		placed += give
 	}
@@ -89,12 +88,16 @@ func (p *planning) spreadUnbounded(ideal map[string]int64, left int64, avail []s
 	if left <= 0 || len(avail) == 0 {
 		return
 	}
-	targets := p.filter(avail, p.stable)
+	open := p.filter(avail, func(n string) bool { return p.headroomOf(n, ideal[n], -1) > 0 })
+	targets := p.filter(open, p.stable)
 	if len(targets) == 0 {
-		targets = avail
+		targets = open
 	}
 	weight := p.spillWeights(targets)
 	addInto(ideal, distribute(left, targets, func(n string) bounds {
+		if l := p.limit(n); l != unbounded {
+			return bounds{max: l - ideal[n], weight: weight(n)}
+		}
 		return bounds{max: unbounded, weight: weight(n)}
 	}))
 }

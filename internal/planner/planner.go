@@ -40,6 +40,9 @@ type Member struct {
 	// Failed to fedfailover but Ready to kubefed may be alive: fedfailover
 	// alone cannot reach it, so its replicas leave only for room elsewhere.
 	KubefedReady bool
+	// Backoff is the member's failback backoff level: its failback waits
+	// the stabilization window doubled Backoff times (capped).
+	Backoff int
 }
 
 // Input is everything one planning decision depends on.
@@ -56,6 +59,10 @@ type Input struct {
 	// CurrentTotalReplicas is the RSP's spec.totalReplicas now; it is above
 	// TotalReplicas during a make-before-break step. Zero means TotalReplicas.
 	CurrentTotalReplicas int32
+	// Eligible, when not nil, holds the members the target's own placement
+	// lets kubefed use (its clusterSelector, with the RSP's
+	// intersectWithClusterSelector); the others are given nothing.
+	Eligible map[string]bool
 	// LastChange is when the planner's last change was written (zero: never).
 	LastChange time.Time
 	Now        time.Time
@@ -107,6 +114,8 @@ type Result struct {
 	// RequeueAt is when planning again may give another result (zero: only
 	// when inputs change).
 	RequeueAt time.Time
+	// FailedBack lists the members a failback step gives replicas back to.
+	FailedBack []string
 }
 
 // Plan decides the next placement. Rules, in order:
@@ -166,6 +175,9 @@ type planning struct {
 	maxStep                   int64
 	current, ideal, baselined map[string]int64
 	unplaced                  int64
+	// baseline and currentPrefs are the preferences as kubefed reads
+	// them (empty: "*" weight 1).
+	baseline, currentPrefs map[string]fedschedv1a1.ClusterPreferences
 }
 
 func newPlanning(in Input) *planning {
@@ -188,8 +200,9 @@ func newPlanning(in Input) *planning {
 		}
 	}
 	slices.Sort(p.names)
-	p.current = distribute(p.currentTotal, p.names, func(n string) bounds { return boundsOf(in.Current, n) })
-	p.baselined = distribute(p.total, p.names, func(n string) bounds { return boundsOf(in.Baseline, n) })
+	p.baseline, p.currentPrefs = withKubefedDefault(in.Baseline), withKubefedDefault(in.Current)
+	p.current = distribute(p.currentTotal, p.names, func(n string) bounds { return p.placeable(p.currentPrefs, n) })
+	p.baselined = distribute(p.total, p.names, func(n string) bounds { return p.placeable(p.baseline, n) })
 	p.ideal, p.unplaced = p.idealPlacement()
 	return p
 }
@@ -204,10 +217,34 @@ func (p *planning) room(n string) int64 {
 	return max(m.Running, 0) + min(max(m.Fits, 0), maxWeight)
 }
 
-// stable: healthy with room for at least the stabilization window.
+// stable: healthy with room for at least its stabilization window.
 func (p *planning) stable(n string) bool {
 	m := p.member(n)
-	return m.State == Healthy && !m.RoomSince.IsZero() && !p.now.Before(m.RoomSince.Add(p.window))
+	return m.State == Healthy && !m.RoomSince.IsZero() && !p.now.Before(m.RoomSince.Add(p.windowOf(n)))
+}
+
+// maxBackoffWindow caps a backed-off stabilization window (never below
+// the policy's own window).
+const maxBackoffWindow = time.Hour
+
+// windowOf is the member's stabilization window: the policy's, doubled
+// per backoff level (a member that ran out of capacity right after its
+// last failbacks, its room overestimated), up to maxBackoffWindow.
+func (p *planning) windowOf(n string) time.Duration {
+	return BackedOffWindow(p.window, p.member(n).Backoff)
+}
+
+// BackedOffWindow is window doubled level times, capped at
+// maxBackoffWindow (or window itself when that is longer).
+func BackedOffWindow(window time.Duration, level int) time.Duration {
+	limit := max(window, maxBackoffWindow)
+	for range min(max(level, 0), 32) {
+		window *= 2
+		if window >= limit {
+			return limit
+		}
+	}
+	return window
 }
 
 func (p *planning) available() []string {
@@ -269,7 +306,7 @@ func (p *planning) settledReason() (string, time.Time) {
 		if m.State != Healthy || m.RoomSince.IsZero() || p.stable(n) || p.current[n] >= p.baselined[n] {
 			continue
 		}
-		if at := m.RoomSince.Add(p.window); next.IsZero() || at.Before(next) {
+		if at := m.RoomSince.Add(p.windowOf(n)); next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}

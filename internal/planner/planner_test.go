@@ -58,6 +58,13 @@ func guardOff() v1alpha1.RebalanceSpec {
 	return s
 }
 
+// spilling is spec(false) with allowSpill.
+func spilling() v1alpha1.RebalanceSpec {
+	s := spec(false)
+	s.AllowSpill = true
+	return s
+}
+
 func exhausted(running, fits int64) Member {
 	return Member{State: Exhausted, Running: running, Fits: fits}
 }
@@ -91,11 +98,36 @@ func TestPlan(t *testing.T) {
 				Members:       map[string]Member{"a": healthy(3, 0), "b": failed(), "c": healthy(3, 1), "d": healthy(0, 10)}},
 			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
 			wantPlacement: map[string]int64{"a": 3, "b": 0, "c": 4, "d": 2}, wantTotal: 9},
-		{name: "baseline max relaxed to keep totalReplicas placed",
+		// Rule 4: maxReplicas is a hard cap (main relaxed it to a=10).
+		{name: "baseline max is a hard cap: what exceeds it is not placed",
 			in: Input{Baseline: prefsMap{"a": wMax(1, 5), "b": wMax(1, 5)}, Current: prefsMap{"a": wMax(1, 5), "b": wMax(1, 5)},
 				TotalReplicas: 10, Members: map[string]Member{"a": healthy(5, 20), "b": failed()}},
 			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 5, "b": 0}, wantTotal: 10},
+		{name: "allowSpill: baseline max relaxed to keep totalReplicas placed",
+			in: Input{Baseline: prefsMap{"a": wMax(1, 5), "b": wMax(1, 5)}, Current: prefsMap{"a": wMax(1, 5), "b": wMax(1, 5)},
+				TotalReplicas: 10, Members: map[string]Member{"a": healthy(5, 20), "b": failed()}, Spec: spilling()},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
 			wantPlacement: map[string]int64{"a": 10, "b": 0}, wantTotal: 10},
+		// Rule 4: main spilled a=3 onto c, which the RSP does not list.
+		{name: "a member the RSP does not list gets nothing, even with room",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
+				Members: map[string]Member{"a": failed(), "b": healthy(3, 0), "c": healthy(0, 10)}, Spec: spilling()},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 0, "b": 6, "c": 0}, wantTotal: 6},
+		// Rule 4: main spilled onto c, outside the target's clusterSelector.
+		{name: "a member outside the target's placement gets nothing",
+			in: Input{Baseline: prefsMap{"*": w(1)}, Current: prefsMap{"*": w(1)}, TotalReplicas: 6,
+				Members:  map[string]Member{"a": failed(), "b": healthy(3, 0), "c": healthy(0, 10)},
+				Eligible: map[string]bool{"a": true, "b": true}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 0, "b": 6, "c": 0}, wantTotal: 6},
+		// Rule 4: main read empty spec.clusters as "nothing anywhere" and
+		// pinned 3:3 on the first pass.
+		{name: "empty spec.clusters is kubefed's * weight 1: not pinned on the first pass",
+			in: Input{TotalReplicas: 6,
+				Members: map[string]Member{"a": {State: Healthy, Running: 3, Fits: 10}, "b": {State: Healthy, Running: 3, Fits: 10}}},
+			wantReason: ReasonBalanced, wantPlacement: map[string]int64{"a": 3, "b": 3}, wantTotal: 6, wantClusters: prefsMap{}},
 		// Before the federation guard this pinned every member to zero: the
 		// whole workload gone because fedfailover could reach no member.
 		{name: "every member failed: the federation guard keeps what kubefed has",

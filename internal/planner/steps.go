@@ -14,11 +14,16 @@ func (p *planning) failbackStep() Result {
 	if step == 0 {
 		return p.keep(p.settledReason())
 	}
+	raised := p.filter(p.names, func(n string) bool { return next[n] > p.current[n] })
+	var r Result
 	if p.in.Spec.Failback.MakeBeforeBreak {
-		return p.result(next, p.total+step, ReasonFailbackMake)
+		r = p.result(next, p.total+step, ReasonFailbackMake)
+	} else {
+		p.moveDown(next, step)
+		r = p.result(next, p.total, ReasonFailback)
 	}
-	p.moveDown(next, step)
-	return p.result(next, p.total, ReasonFailback)
+	r.FailedBack = raised
+	return r
 }
 
 // shrinkToTotal ends a make-before-break step (or follows a scale-down):

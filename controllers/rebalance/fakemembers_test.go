@@ -1,0 +1,64 @@
+package rebalance
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+)
+
+// fakeMembers is a federation of connected members, each served by a fake
+// client holding its objects; names in down are not connected.
+type fakeMembers struct {
+	readers map[string]client.Client
+	down    map[string]bool
+}
+
+func noMembers(t *testing.T) *fakeMembers {
+	t.Helper()
+	return &fakeMembers{readers: map[string]client.Client{}, down: map[string]bool{}}
+}
+
+// add registers a connected, kubefed-Ready member holding objs.
+func (f *fakeMembers) add(t *testing.T, name string, objs ...client.Object) {
+	t.Helper()
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.readers[name] = fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+}
+
+func (f *fakeMembers) KubeFedClusters(_ context.Context, _ labels.Selector) ([]kubefedv1beta1.KubeFedCluster, error) {
+	var out []kubefedv1beta1.KubeFedCluster
+	for _, n := range sortedKeys(f.readers) {
+		out = append(out, kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Status: kubefedv1beta1.KubeFedClusterStatus{Conditions: []kubefedv1beta1.ClusterCondition{
+				{Type: "Ready", Status: corev1.ConditionTrue}}}})
+	}
+	return out, nil
+}
+
+func (f *fakeMembers) Connected(c string) bool     { return !f.down[c] }
+func (f *fakeMembers) EverConnected(c string) bool { return true }
+func (f *fakeMembers) GetReader(_ context.Context, c string) (client.Reader, error) {
+	if f.down[c] {
+		return nil, member.ErrNotConnected
+	}
+	return f.readers[c], nil
+}
+func (f *fakeMembers) GetClient(_ context.Context, c string) (client.Client, error) {
+	if f.down[c] {
+		return nil, member.ErrNotConnected
+	}
+	return f.readers[c], nil
+}
+func (f *fakeMembers) Watch(context.Context, string, member.WatchInput) error { return nil }

@@ -1,0 +1,96 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Workload pods are found by owner chain: the pods whose controller is the
+// member's current ReplicaSet of the target (for a FederatedDeployment,
+// the ReplicaSet of the member Deployment's current revision; for a
+// FederatedReplicaSet, the member ReplicaSet itself). A label selector
+// alone also counts the pods of an overlapping workload and of old
+// ReplicaSets, and skews Running and the exhaustion signal.
+
+// revisionAnnotation is the Deployment controller's revision mark, on the
+// Deployment and on each of its ReplicaSets.
+const revisionAnnotation = "deployment.kubernetes.io/revision"
+
+// workloadOwner is the UID of the ReplicaSet whose pods are the workload's
+// replicas in the member; empty when the member has no such workload yet.
+// The Deployment and ReplicaSets are read live: the member cache keeps
+// only Nodes, Pods and volume objects.
+func workloadOwner(ctx context.Context, c client.Reader, kind string, key types.NamespacedName) (types.UID, error) {
+	if kind == "FederatedReplicaSet" {
+		rs := &appsv1.ReplicaSet{}
+		if err := c.Get(ctx, key, rs); err != nil {
+			return "", client.IgnoreNotFound(err)
+		}
+		return rs.UID, nil
+	}
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, key, d); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading Deployment %s: %w", key, err)
+	}
+	var sets appsv1.ReplicaSetList
+	opts := []client.ListOption{client.InNamespace(key.Namespace)}
+	if d.Spec.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return "", fmt.Errorf("selector of Deployment %s: %w", key, err)
+		}
+		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+	}
+	if err := c.List(ctx, &sets, opts...); err != nil {
+		return "", fmt.Errorf("listing ReplicaSets of Deployment %s: %w", key, err)
+	}
+	if rs := currentReplicaSet(d, sets.Items); rs != nil {
+		return rs.UID, nil
+	}
+	return "", nil
+}
+
+// currentReplicaSet is the ReplicaSet the Deployment controls at the
+// Deployment's revision, or nil (none created yet).
+func currentReplicaSet(d *appsv1.Deployment, sets []appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	for i := range sets {
+		rs := &sets[i]
+		if controlledBy(rs.OwnerReferences, d.UID) && rs.Annotations[revisionAnnotation] == d.Annotations[revisionAnnotation] {
+			return rs
+		}
+	}
+	return nil
+}
+
+// ownedPods keeps the pods in ns whose controller has the given UID.
+func ownedPods(pods []corev1.Pod, ns string, owner types.UID) []corev1.Pod {
+	if owner == "" {
+		return nil
+	}
+	var out []corev1.Pod
+	for i := range pods {
+		if p := &pods[i]; p.Namespace == ns && controlledBy(p.OwnerReferences, owner) {
+			out = append(out, *p)
+		}
+	}
+	return out
+}
+
+func controlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller && r.UID == uid {
+			return true
+		}
+	}
+	return false
+}

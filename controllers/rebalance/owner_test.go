@@ -1,0 +1,84 @@
+package rebalance
+
+import (
+	"context"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func controllerRef(kind, name string, uid types.UID) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
+}
+
+func replicaSet(name string, uid types.UID, revision string, owner types.UID) *appsv1.ReplicaSet {
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, UID: uid,
+		Labels: map[string]string{"app": "web"}, Annotations: map[string]string{revisionAnnotation: revision},
+		OwnerReferences: controllerRef("Deployment", "web", owner)}}
+}
+
+// podOf is a pod labelled app=web controlled by ReplicaSet uid: Running
+// and Ready, or Pending and Unschedulable.
+func podOf(name string, uid types.UID, running bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, Labels: map[string]string{"app": "web"},
+		OwnerReferences: controllerRef("ReplicaSet", string(uid), uid)}}
+	if running {
+		p.Spec.NodeName = "n1"
+		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	} else {
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+			Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(t0)}}}
+	}
+	return p
+}
+
+// Rule 9: the workload's pods are those of the member Deployment's current
+// ReplicaSet. Pods of its old ReplicaSet (a stuck rollout) and of another
+// Deployment with the same labels count neither as Running nor as the
+// exhaustion signal; main matched all six by the label selector.
+func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
+	fm := noMembers(t)
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
+		Annotations: map[string]string{revisionAnnotation: "2"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	objs := []client.Object{readyNode("n1", 20), deploy,
+		replicaSet("web-old", "rs-old", "1", "d-web"), replicaSet("web-new", "rs-new", "2", "d-web"),
+		replicaSet("api-1", "rs-api", "2", "d-api"),
+		podOf("new-1", "rs-new", true), podOf("new-2", "rs-new", true),
+		podOf("old-1", "rs-old", true), podOf("old-2", "rs-old", false),
+		podOf("api-1", "rs-api", true), podOf("api-2", "rs-api", false)}
+	fm.add(t, "member1", objs...)
+	r := &Reconciler{members: fm}
+	w := workload{kind: "FederatedDeployment", name: "web"}
+	obs, err := r.observe(context.Background(), "member1", true, "demo", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !obs.Healthy || obs.Running != 2 || !obs.UnschedulableSince.IsZero() {
+		t.Errorf("observation %+v, want healthy, 2 running (the current ReplicaSet's), no Unschedulable pod of the workload", obs)
+	}
+
+	// No Deployment in the member yet: no replicas there, whatever the labels.
+	empty := noMembers(t)
+	empty.add(t, "member1", readyNode("n1", 20), podOf("api-1", "rs-api", true))
+	r.members = empty
+	if obs, err := r.observe(context.Background(), "member1", true, "demo", w); err != nil || obs.Running != 0 || !obs.Healthy {
+		t.Errorf("without the Deployment: %+v, %v; want healthy with 0 running", obs, err)
+	}
+}
+
+func TestCurrentReplicaSet(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "d", Annotations: map[string]string{revisionAnnotation: "3"}}}
+	sets := []appsv1.ReplicaSet{*replicaSet("a", "a", "3", "other"), *replicaSet("b", "b", "2", "d"), *replicaSet("c", "c", "3", "d")}
+	if rs := currentReplicaSet(d, sets); rs == nil || rs.UID != "c" {
+		t.Errorf("current %v, want c (owned by d, at its revision)", rs)
+	}
+	if rs := currentReplicaSet(d, sets[:2]); rs != nil {
+		t.Errorf("current %v, want none before the new ReplicaSet exists", rs.Name)
+	}
+}

@@ -42,7 +42,7 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 		return nil, err
 	}
 	res := fencing.Verdict(fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
-		LostSince: liveConditionSeen(live, s, r.now()), Now: r.now()})
+		LostSince: s.lossAt, SilentSince: liveConditionSeen(live, s, r.now()), Now: r.now()})
 	if !res.Fenced {
 		return nil, &errNotProvenLive{why: res.Message()}
 	}

@@ -128,7 +128,8 @@ func decide(in planInput) plan {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseSuspended, in.Hold
 		return p
 	}
-	p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing, LostSince: in.Sighting.condAt, Now: in.Now})
+	p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing,
+		LostSince: in.Sighting.lossAt, SilentSince: in.Sighting.condAt, Now: in.Now})
 	if !p.Verdict.Fenced {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseBlocked, p.Verdict.Message()
 		if at := p.Verdict.AssumeFencedAt; !at.IsZero() && in.Now.Before(at) {
@@ -174,7 +175,7 @@ func decideActed(in planInput, p plan) plan {
 		p.Message += "; further force deletion suspended (storm)"
 	case in.Policy != nil:
 		p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing,
-			LostSince: in.Sighting.condAt, Now: in.Now})
+			LostSince: in.Sighting.lossAt, SilentSince: in.Sighting.condAt, Now: in.Now})
 		if !p.Verdict.Fenced {
 			p.Phase = v1alpha1.RecoveryPhaseBlocked
 			p.Message = fmt.Sprintf("the record says %s was decided, but there is no fencing evidence now, so nothing more is done: %s",

@@ -111,6 +111,11 @@ func TestDecide(t *testing.T) {
 		{name: "assumeFencedAfter pending: requeue", in: planInput{Node: unknown(), Sighting: long,
 			Policy: policy(func(p *v1alpha1.NodeRecoverySpec) { d := v1alpha1.Duration("2m"); p.Fencing.AssumeFencedAfter = &d })},
 			phase: v1alpha1.RecoveryPhaseBlocked, requeueGT: 59 * time.Second},
+		// False for ten minutes (kubelet running), silent for 30 s only.
+		{name: "assumeFencedAfter counts from when the node went silent, not from the loss", in: planInput{Node: unknown(),
+			Sighting: sighting{status: corev1.ConditionUnknown, since: lostAt, lossAt: t0.Add(-10 * time.Minute), condAt: t0.Add(-30 * time.Second)},
+			Policy:   policy(func(p *v1alpha1.NodeRecoverySpec) { d := v1alpha1.Duration("2m"); p.Fencing.AssumeFencedAfter = &d })},
+			phase: v1alpha1.RecoveryPhaseBlocked, requeueGT: 89 * time.Second},
 		{name: "fenced on 1.37: taint", in: planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 37, Sighting: long},
 			phase: v1alpha1.RecoveryPhaseFenced, step: stepTaint, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{name: "fenced on 1.27: force delete", in: planInput{Node: unknown(), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 27, Sighting: long},

@@ -60,6 +60,11 @@ type Input struct {
 	// host's clock: Machine-sourced evidence written in the host (the
 	// external fence mark on a Machine) is compared with it.
 	LostSince time.Time
+	// SilentSince is when the node's current Ready=Unknown condition was
+	// first seen, on the host's clock: assumeFencedAfter is measured from it
+	// (a node that said Ready=False before going silent was running then).
+	// Zero: LostSince is used.
+	SilentSince time.Time
 	// Now is the time of the decision.
 	Now time.Time
 }
@@ -122,7 +127,11 @@ func Verdict(in Input) Result {
 	checkMachineInfrastructure(&r, in.Policy, in.Node, machine)
 	checkPoweredOff(&r, in.Policy, machine)
 	checkExternalFence(&r, in.Policy, in.Node, machine, in.LostSince, in.Now)
-	checkAssumeFencedAfter(&r, in.Policy, in.Node, in.LostSince, in.Now)
+	silent := in.SilentSince
+	if silent.IsZero() {
+		silent = in.LostSince
+	}
+	checkAssumeFencedAfter(&r, in.Policy, in.Node, silent, in.Now)
 	r.Fenced = len(r.Found) > 0
 	if r.Fenced {
 		r.Reason = string(r.Found[0].Kind)

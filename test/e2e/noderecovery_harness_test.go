@@ -103,36 +103,43 @@ func nrPolicy(t *testing.T, name string, mutate func(*v1alpha1.NodeRecoverySpec)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if err := host.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting policy: %v", err)
-		}
-		// Its finalizer runs while a manager does; a test that stopped its
-		// managers first (cleanups run last-in first-out) leaves it to us.
-		// TestSafetyPolicyDeletedWhileTainted checks the finalizer itself.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			cur := &v1alpha1.FailoverPolicy{}
-			err := host.Get(ctx, client.ObjectKeyFromObject(p), cur)
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if err == nil && time.Now().After(deadline) {
-				patch := client.MergeFrom(cur.DeepCopy())
-				cur.Finalizers = nil
-				if err := host.Patch(ctx, cur, patch); err != nil && !apierrors.IsNotFound(err) {
-					t.Errorf("removing the finalizers of policy %s: %v", p.Name, err)
-					break
-				}
-				deadline = time.Now().Add(time.Hour)
-			}
-			time.Sleep(200 * time.Millisecond) // polling with a deadline
-		}
+		deletePolicy(t, host, p)
 		// The storm state must not leak into the next test.
 		if err := host.DeleteAllOf(ctx, &v1alpha1.RecoveryGuard{}); err != nil {
 			t.Errorf("deleting RecoveryGuards: %v", err)
 		}
 	})
 	return p
+}
+
+// deletePolicy deletes a test's policy and waits until it is gone. Its
+// finalizers run while a manager does; a test that stopped its managers first
+// (cleanups run last-in first-out) leaves them to us after 20 s.
+// TestSafetyPolicyDeletedWhileTainted and the rebalance finalizer test check
+// the finalizers themselves.
+func deletePolicy(t *testing.T, host client.Client, p *v1alpha1.FailoverPolicy) {
+	ctx := context.Background()
+	if err := host.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting policy: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cur := &v1alpha1.FailoverPolicy{}
+		err := host.Get(ctx, client.ObjectKeyFromObject(p), cur)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err == nil && time.Now().After(deadline) {
+			patch := client.MergeFrom(cur.DeepCopy())
+			cur.Finalizers = nil
+			if err := host.Patch(ctx, cur, patch); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("removing the finalizers of policy %s: %v", p.Name, err)
+				return
+			}
+			deadline = time.Now().Add(time.Hour)
+		}
+		time.Sleep(200 * time.Millisecond) // polling with a deadline
+	}
 }
 
 // getPolicy reads the policy's current state.

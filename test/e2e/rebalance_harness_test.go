@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,11 +39,7 @@ func rbPolicy(t *testing.T, name, ns string, mutate func(*v1alpha1.RebalanceSpec
 	if err := nrHost(t).Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := nrHostCl.Delete(context.Background(), p); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting policy: %v", err)
-		}
-	})
+	t.Cleanup(func() { deletePolicy(t, nrHostCl, p) })
 	return p
 }
 

@@ -80,12 +80,12 @@ func renderPolicies(w io.Writer, v StatusView, wide bool) error {
 }
 
 // conditionMessages lists the messages of conditions that are not in their
-// good state (Ready/MembersConnected True; StormActive/FencingBlocked/
-// Rebalancing False).
+// good state (Ready/MembersConnected True; the others False).
 func conditionMessages(p PolicyRow) string {
 	good := map[string]string{v1alpha1.ConditionReady: "True", v1alpha1.ConditionMembersConnected: "True",
 		v1alpha1.ConditionStormActive: "False", v1alpha1.ConditionFencingBlocked: "False", v1alpha1.ConditionRebalancing: "False",
-		v1alpha1.ConditionOverlapping: "False"}
+		v1alpha1.ConditionOverlapping: "False", v1alpha1.ConditionRebalanceSuspended: "False",
+		v1alpha1.ConditionTaintRemovalPending: "False", v1alpha1.ConditionMachineEvidenceUnavailable: "False"}
 	var parts []string
 	for _, c := range p.Conditions {
 		if want, known := good[c.Type]; (!known || string(c.Status) != want) && c.Message != "" {

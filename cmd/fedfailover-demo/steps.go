@@ -99,8 +99,11 @@ func (d *demo) install(ctx context.Context) error {
 		return err
 	}
 	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
-	if err != nil || len(crds) == 0 {
-		return fmt.Errorf("no CRDs in config/crd/bases (%v)", err)
+	if err != nil {
+		return fmt.Errorf("listing config/crd/bases: %w", err)
+	}
+	if len(crds) == 0 {
+		return fmt.Errorf("no CRDs in %s", filepath.Join(root, "config", "crd", "bases"))
 	}
 	d.say("installing the FailoverPolicy and NodeRecovery CRDs on the host (config/crd/bases)")
 	for _, f := range crds {

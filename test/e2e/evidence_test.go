@@ -25,7 +25,6 @@ const e2eFenceKey = "fence.e2e.fedfailover.io/fenced"
 // mark does not count. On the old code the Node's "true" fenced the running
 // node and its pod was force-released.
 func TestStaleExternalFenceBlocks(t *testing.T) {
-	ctx := t.Context()
 	const cluster, ns = "member2", "ev-stale-fence"
 	startNodeRecovery(t)
 	pol := nrPolicy(t, "ev-stale-fence", func(s *v1alpha1.NodeRecoverySpec) {
@@ -33,22 +32,7 @@ func TestStaleExternalFenceBlocks(t *testing.T) {
 	})
 	cl := theLab.MustClient(cluster)
 	node := lab.NodeName(cluster, 2)
-	if _, err := theLab.CreateDeploymentWithVolume(ctx, cluster, ns, "app"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
-	pinDeployment(t, cl, ns, "app", node)
-	pod := runningPod(t, cl, ns, "app", 90*time.Second, "")
-	if pod.Spec.NodeName != node {
-		t.Fatalf("pod on %s, want %s", pod.Spec.NodeName, node)
-	}
-	pv, err := pvcVolume(ctx, cl, ns, "app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "volume attached", func(ctx context.Context) (bool, string) { return volumeOnlyOn(ctx, cl, pv, node) })
+	pod, pv := deploymentOnNode(t, cluster, ns, node)
 	restoreAfter(t, cluster, node)
 
 	// Marks left from an earlier incident, before this loss begins.

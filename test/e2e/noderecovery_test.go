@@ -52,6 +52,32 @@ func stsOnLostNode(t *testing.T, cluster, ns string) (pod *corev1.Pod, pv string
 	return pod, pv
 }
 
+// deploymentOnNode creates a one-replica Deployment "app" with an RWO volume
+// in the member, pinned to node, waits for it to run with its volume
+// attached there, and returns its pod and volume.
+func deploymentOnNode(t *testing.T, cluster, ns, node string) (*corev1.Pod, string) {
+	t.Helper()
+	ctx := t.Context()
+	cl := theLab.MustClient(cluster)
+	if _, err := theLab.CreateDeploymentWithVolume(ctx, cluster, ns, "app"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	pinDeployment(t, cl, ns, "app", node)
+	pod := runningPod(t, cl, ns, "app", 90*time.Second, "")
+	if pod.Spec.NodeName != node {
+		t.Fatalf("pod on %s, want %s", pod.Spec.NodeName, node)
+	}
+	pv, err := pvcVolume(ctx, cl, ns, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "volume attached", func(ctx context.Context) (bool, string) { return volumeOnlyOn(ctx, cl, pv, node) })
+	return pod, pv
+}
+
 // Case 1: StatefulSet with an RWO PV on a powered-off node whose Machine
 // infrastructure is deleted: fedfailover taints the node, the replacement
 // runs elsewhere with the volume attached only there, and the taint goes
@@ -167,22 +193,7 @@ func TestNodeRecoveryPartitionNoEvidence(t *testing.T) {
 	pol := nrPolicy(t, "nr-partition", nil)
 	cl := theLab.MustClient(cluster)
 	node := lab.NodeName(cluster, 2)
-	if _, err := theLab.CreateDeploymentWithVolume(ctx, cluster, ns, "app"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cl.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	})
-	pinDeployment(t, cl, ns, "app", node)
-	pod := runningPod(t, cl, ns, "app", 90*time.Second, "")
-	if pod.Spec.NodeName != node {
-		t.Fatalf("pod on %s, want %s", pod.Spec.NodeName, node)
-	}
-	pv, err := pvcVolume(ctx, cl, ns, "app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "volume attached", func(ctx context.Context) (bool, string) { return volumeOnlyOn(ctx, cl, pv, node) })
+	pod, pv := deploymentOnNode(t, cluster, ns, node)
 	vas := &storagev1.VolumeAttachmentList{}
 	if err := cl.List(ctx, vas); err != nil {
 		t.Fatal(err)
@@ -348,10 +359,18 @@ func waitRecovered(t *testing.T, cl client.Client, pol, cluster, ns, app, pv, no
 // removed its taint and closed the record.
 func restoreAndWaitClean(t *testing.T, cl client.Client, cluster, node string) {
 	t.Helper()
+	restoreAndWaitClosed(t, cl, cluster, node, false)
+}
+
+// restoreAndWaitClosed powers the node back on and waits until it is Ready
+// with its record closed, and with (taintStays) or without an
+// out-of-service taint.
+func restoreAndWaitClosed(t *testing.T, cl client.Client, cluster, node string, taintStays bool) {
+	t.Helper()
 	if err := theLab.Restore(t.Context(), node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, node+" Ready without the taint, its record closed", func(ctx context.Context) (bool, string) {
+	eventually(t, 60*time.Second, fmt.Sprintf("%s Ready, its record closed, out-of-service taint %v", node, taintStays), func(ctx context.Context) (bool, string) {
 		n, err := getNode(ctx, cl, node)
 		if err != nil {
 			return false, err.Error()
@@ -360,7 +379,7 @@ func restoreAndWaitClean(t *testing.T, cl client.Client, cluster, node string) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && !hasOOSTaint(n) && rec == nil,
+		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && hasOOSTaint(n) == taintStays && rec == nil,
 			fmt.Sprintf("Ready=%s taints=%v %s", lab.NodeReadyStatus(n), n.Spec.Taints, describeRecord(rec))
 	})
 }

@@ -141,20 +141,7 @@ func TestSafetyAdminTaintIsNotRemoved(t *testing.T) {
 		t.Fatalf("%s: want taintPreexisting", describeRecord(rec))
 	}
 	runningPod(t, cl, ns, "db", 90*time.Second, node)
-	if err := theLab.Restore(ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, node+" Ready, its record closed", func(ctx context.Context) (bool, string) {
-		n, err := getNode(ctx, cl, node)
-		if err != nil {
-			return false, err.Error()
-		}
-		active, _, err := nodeRecords(ctx, cluster, node)
-		if err != nil {
-			return false, err.Error()
-		}
-		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && active == nil, describeRecord(active)
-	})
+	restoreAndWaitClosed(t, cl, cluster, node, true)
 	holds(t, 5*time.Second, "the admin's taint stays", func(ctx context.Context) (bool, string) {
 		n, err := getNode(ctx, cl, node)
 		if err != nil {

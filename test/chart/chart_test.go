@@ -7,9 +7,7 @@ package chart
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +21,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/internal/testenv"
 )
 
 const (
@@ -439,34 +437,17 @@ func run(t *testing.T, name string, env []string, args ...string) []byte {
 
 func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs
-			}
-			t.Fatalf("decoding manifests: %v", err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
+	objs, err := testenv.DecodeManifests(data)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
-func find(objs []*unstructured.Unstructured, kind, ns, name string) *unstructured.Unstructured {
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetNamespace() == ns && o.GetName() == name {
-			return o
-		}
-	}
-	return nil
-}
-
-func hasKind(objs []*unstructured.Unstructured, kind string) bool {
-	return slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind })
-}
+var (
+	find    = testenv.FindObject
+	hasKind = testenv.HasKind
+)
 
 // objectKeys lists kind namespace/name, without the Namespace (helm
 // installs into an existing one) and CRDs (helm installs them from crds/).

@@ -5,9 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,10 +23,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/internal/testenv"
 )
 
 // The chart is rendered as `helm install fedfailover charts/fedfailover -n
@@ -293,34 +291,17 @@ func readFile(t *testing.T, path string) []byte {
 // decodeObjects splits a multi-document YAML stream into objects.
 func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs
-			}
-			t.Fatalf("decoding manifests: %v", err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
+	objs, err := testenv.DecodeManifests(data)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return objs
 }
 
-func find(objs []*unstructured.Unstructured, kind, namespace, name string) *unstructured.Unstructured {
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetNamespace() == namespace && o.GetName() == name {
-			return o
-		}
-	}
-	return nil
-}
-
-func hasKind(objs []*unstructured.Unstructured, kind string) bool {
-	return slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind })
-}
+var (
+	find    = testenv.FindObject
+	hasKind = testenv.HasKind
+)
 
 func objectKeys(objs []*unstructured.Unstructured, skip map[string]bool) []string {
 	var keys []string

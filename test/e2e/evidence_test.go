@@ -43,20 +43,7 @@ func TestStaleExternalFenceBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = theLab.Heal(node) })
-	unchanged := func(ctx context.Context) (bool, string) {
-		n, err := getNode(ctx, cl, node)
-		if err != nil {
-			return false, err.Error()
-		}
-		if hasOOSTaint(n) {
-			return false, "partitioned node tainted out-of-service"
-		}
-		p, err := getPod(ctx, cl, ns, pod.Name)
-		if err != nil || p.UID != pod.UID {
-			return false, fmt.Sprintf("pod %s gone or replaced: %v", pod.Name, err)
-		}
-		return volumeOnlyOn(ctx, cl, pv, node)
-	}
+	unchanged := untouched(cl, ns, pod, pv, node)
 	eventually(t, 60*time.Second, "FencingBlocked says why neither mark counts", func(ctx context.Context) (bool, string) {
 		if ok, why := unchanged(ctx); !ok {
 			t.Fatal(why)

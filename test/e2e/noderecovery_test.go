@@ -78,6 +78,26 @@ func deploymentOnNode(t *testing.T, cluster, ns, node string) (*corev1.Pod, stri
 	return pod, pv
 }
 
+// untouched checks that a node fedfailover must leave alone (partitioned,
+// no proof it is off) is as it was: no out-of-service taint, the same pod
+// not being deleted, its volume attached to that node only.
+func untouched(cl client.Client, ns string, pod *corev1.Pod, pv, node string) func(ctx context.Context) (bool, string) {
+	return func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if hasOOSTaint(n) {
+			return false, "partitioned node tainted out-of-service"
+		}
+		p, err := getPod(ctx, cl, ns, pod.Name)
+		if err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
+			return false, fmt.Sprintf("pod %s deleted or replaced: %v", pod.Name, err)
+		}
+		return volumeOnlyOn(ctx, cl, pv, node)
+	}
+}
+
 // Case 1: StatefulSet with an RWO PV on a powered-off node whose Machine
 // infrastructure is deleted: fedfailover taints the node, the replacement
 // runs elsewhere with the volume attached only there, and the taint goes
@@ -204,23 +224,7 @@ func TestNodeRecoveryPartitionNoEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = theLab.Heal(node) })
-	unchanged := func(ctx context.Context) (bool, string) {
-		n, err := getNode(ctx, cl, node)
-		if err != nil {
-			return false, err.Error()
-		}
-		if hasOOSTaint(n) {
-			return false, "partitioned node tainted out-of-service"
-		}
-		p, err := getPod(ctx, cl, ns, pod.Name)
-		if err != nil || p.UID != pod.UID {
-			return false, fmt.Sprintf("pod %s gone or replaced: %v", pod.Name, err)
-		}
-		if ok, why := volumeOnlyOn(ctx, cl, pv, node); !ok {
-			return false, why
-		}
-		return true, ""
-	}
+	unchanged := untouched(cl, ns, pod, pv, node)
 	eventually(t, 60*time.Second, "FencingBlocked explains the partitioned node", func(ctx context.Context) (bool, string) {
 		if ok, why := unchanged(ctx); !ok {
 			t.Fatal(why)

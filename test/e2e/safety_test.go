@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -59,29 +58,7 @@ func TestSafetyForgedMarksOnPartitionedNode(t *testing.T) {
 	if err := cl.Patch(ctx, n, patch); err != nil {
 		t.Fatal(err)
 	}
-	unchanged := func(ctx context.Context) (bool, string) {
-		n, err := getNode(ctx, cl, node)
-		if err != nil {
-			return false, err.Error()
-		}
-		if hasOOSTaint(n) {
-			return false, "partitioned node tainted out-of-service"
-		}
-		p, err := getPod(ctx, cl, ns, pod.Name)
-		if err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil {
-			return false, fmt.Sprintf("pod %s deleted or replaced: %v", pod.Name, err)
-		}
-		vas := &storagev1.VolumeAttachmentList{}
-		if err := cl.List(ctx, vas); err != nil {
-			return false, err.Error()
-		}
-		for _, va := range vas.Items {
-			if va.Spec.Source.PersistentVolumeName != nil && *va.Spec.Source.PersistentVolumeName == pv && va.DeletionTimestamp != nil {
-				return false, "attachment of the partitioned node's volume deleted"
-			}
-		}
-		return true, ""
-	}
+	unchanged := untouched(cl, ns, pod, pv, node)
 	eventually(t, 60*time.Second, "the forged recovery is Blocked, the annotations gone", func(ctx context.Context) (bool, string) {
 		if ok, why := unchanged(ctx); !ok {
 			t.Fatal(why)

@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"regexp"
 	"time"
 )
 
@@ -92,10 +93,14 @@ func HoldValid(lastRenew, now time.Time, renewDeadline, margin time.Duration) bo
 // fit where labels are required.
 const maxNameLen = 63
 
+// plainName matches keys usable in a Lease name as they are.
+var plainName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
 // LeaseName is the Lease name for key under prefix (e.g. "fedfailover-member-"):
-// prefix+key when that is short enough, else prefix plus a hash of key.
+// prefix+key when that is short enough and a valid name, else prefix plus a
+// hash of key.
 func LeaseName(prefix, key string) string {
-	if n := prefix + key; len(n) <= maxNameLen {
+	if n := prefix + key; len(n) <= maxNameLen && plainName.MatchString(key) {
 		return n
 	}
 	sum := sha256.Sum256([]byte(key))

@@ -162,6 +162,9 @@ func TestLeaseName(t *testing.T) {
 	if n1 == n2 {
 		t.Errorf("two long names share the Lease %q", n1)
 	}
+	if got := LeaseName(p, "host_1"); got == p+"host_1" || len(got) > 63 {
+		t.Errorf("invalid characters kept: %q", got)
+	}
 	if LeaseName(p, long1) != n1 {
 		t.Error("long name not deterministic")
 	}

@@ -49,7 +49,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	if !r.cache.HoldsMember(kfc.Name) {
+	if !r.cache.keepsConnection(kfc.Name) {
 		r.notOwned(ctx, kfc)
 		return ctrl.Result{}, nil
 	}
@@ -109,7 +109,7 @@ func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedClu
 	prev, next, ok := r.cache.setConnected(kfc.Name, conn, fingerprint, token, connectedMessage(conn))
 	if !ok {
 		conn.stop()
-		if !r.cache.HoldsMember(kfc.Name) {
+		if !r.cache.keepsConnection(kfc.Name) {
 			r.notOwned(ctx, kfc)
 		}
 		return ctrl.Result{}

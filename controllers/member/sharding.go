@@ -27,6 +27,13 @@ func (c *Cache) HoldsMember(cluster string) bool {
 	return c.shard == nil || c.shard.HoldsMember(cluster)
 }
 
+// keepsConnection reports whether this replica connects to the member: with
+// sharding on, from acquiring its Lease until the hold is dropped (at the
+// renew deadline at the latest). Writes need HoldsMember, which ends sooner.
+func (c *Cache) keepsConnection(cluster string) bool {
+	return c.shard == nil || c.shard.isHeld(cluster)
+}
+
 // memberNames lists the joined members (not being deleted), for the shard
 // coordinator.
 func (c *Cache) memberNames(ctx context.Context) ([]string, error) {

@@ -45,6 +45,11 @@ func TestHoldsMemberFollowsTheLeaseAndItsDeadline(t *testing.T) {
 	if c.HoldsMember("mine") {
 		t.Fatal("a Lease inside its renew margin still counts as held")
 	}
+	// The connection stays until the coordinator drops the hold: a late
+	// renewal fences writes, it does not restart the cache.
+	if !c.keepsConnection("mine") {
+		t.Fatal("connection given up before the hold was dropped")
+	}
 }
 
 func TestConnectionRefusedForAMemberNotHeld(t *testing.T) {

@@ -58,7 +58,7 @@ func (c *Cache) setConnected(cluster string, conn *connection, fingerprint, toke
 	defer c.mu.Unlock()
 	// Checked under mu: a hold that ends after this is torn down by
 	// ownershipChanged, which takes mu too.
-	if c.stopped || !c.HoldsMember(cluster) {
+	if c.stopped || !c.keepsConnection(cluster) {
 		return connState{}, connState{}, false
 	}
 	m := c.stateLocked(cluster)

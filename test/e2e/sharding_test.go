@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/paths"
 )
 
 // Shard Lease timings of the lab test: a dead replica's members move after
@@ -78,7 +77,10 @@ func TestShardingAcrossManagerProcesses(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
 
-	bin := buildManager(t)
+	bin, err := buildManager()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var procs []*managerProc
 	for i := range 3 {
 		procs = append(procs, startManagerProc(t, bin, kubeconfig, ns.Name, fmt.Sprintf("replica-%d", i)))
@@ -122,21 +124,6 @@ func TestShardingAcrossManagerProcesses(t *testing.T) {
 		return connectedOnce(survivors, members)
 	})
 	t.Logf("members connected again %s after kill -9", time.Since(killed).Round(100*time.Millisecond))
-}
-
-func buildManager(t *testing.T) string {
-	t.Helper()
-	root, err := paths.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/manager")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func freePort(t *testing.T) string {

@@ -48,6 +48,7 @@ type options struct {
 	machineDeletion  bool
 	kubeconfig       string
 	kubeContext      string
+	shard            shardFlags
 	zap              zap.Options
 }
 
@@ -66,6 +67,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.machineDeletion, "enable-machine-deletion", false, "Let policies with fencing.requestMachineDeletion delete Cluster API Machines (needs the separate Machine deletion role of the installation).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
 	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
+	o.shard.bind(fs)
 	o.zap = zap.Options{Development: false}
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -194,12 +196,23 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	if _, err := operator.Setup(ctx, mgr, operatorOptions(o)); err != nil {
+	shardOpts, err := o.shard.options(o.leaderElectionNS)
+	if err != nil {
+		return err
+	}
+	if shardOpts.Namespace != "" && !o.leaderElect {
+		// Rebalance and policy status keep one writer: the elected leader.
+		return errors.New("--shard needs --leader-elect")
+	}
+	opOpts := operatorOptions(o)
+	opOpts.Members.Shard = shardOpts
+	if _, err := operator.Setup(ctx, mgr, opOpts); err != nil {
 		return err
 	}
 
 	setupLog.Info("starting manager", "kubefedNamespace", o.kubefedNamespace, "leaderElect", o.leaderElect,
-		"machineDeletion", o.machineDeletion, "insecureMemberEndpoints", o.allowHTTPMembers)
+		"machineDeletion", o.machineDeletion, "insecureMemberEndpoints", o.allowHTTPMembers,
+		"shardLeaseNamespace", shardOpts.Namespace)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}

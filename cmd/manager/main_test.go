@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,8 +58,10 @@ func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
 // TestManagerServes runs the real manager against a real API server and checks
 // what an operator of it relies on: probes answer, metrics are served with
 // the certificate of --metrics-cert-dir (verified with its CA, as the chart's
-// ServiceMonitor does) and refuse anonymous callers, and leader election
-// takes its Lease.
+// ServiceMonitor does) and refuse anonymous callers, leader election takes
+// its Lease and, sharded (as the chart runs several replicas with
+// sharding.enabled), the replica announces itself with a peer Lease under
+// the RBAC of config/sharding.
 func TestManagerServes(t *testing.T) {
 	// The manager reads KubeFedClusters and Machines, so the host needs their CRDs.
 	crds, err := paths.HostCRDFiles()
@@ -83,6 +86,7 @@ func TestManagerServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyDir(t, cfg, root, "config/rbac")
+	applyDir(t, cfg, root, "config/sharding")
 	asManager := rest.CopyConfig(cfg)
 	asManager.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":fedfailover-controller-manager"}
 	const metricsHost = "fedfailover-metrics." + ns + ".svc"
@@ -91,7 +95,7 @@ func TestManagerServes(t *testing.T) {
 	o, err := parseFlags([]string{
 		"--metrics-bind-address", freeAddr(t), "--metrics-cert-dir", certDir,
 		"--health-probe-bind-address", freeAddr(t),
-		"--leader-elect", "--leader-election-namespace", ns,
+		"--leader-elect", "--leader-election-namespace", ns, "--shard",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +131,16 @@ func TestManagerServes(t *testing.T) {
 		}
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 			return errors.New("lease has no holder")
+		}
+		return nil
+	})
+	poll(t, 30*time.Second, "peer Lease written", func() error {
+		leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "failover.fedfailover.io/shard-peer=true"})
+		if err != nil {
+			return err
+		}
+		if len(leases.Items) != 1 {
+			return fmt.Errorf("%d peer Leases, want 1", len(leases.Items))
 		}
 		return nil
 	})
@@ -228,5 +242,40 @@ func expectStatus(c *http.Client, url string, want int) error {
 func TestParseFlagsRejectsUnknown(t *testing.T) {
 	if _, err := parseFlags([]string{"--no-such-flag"}); err == nil {
 		t.Fatal("unknown flag accepted")
+	}
+}
+
+func TestShardFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		leNS   string
+		wantNS string
+	}{
+		{"off by default", nil, "ns-le", ""},
+		{"--shard takes the leader election namespace", []string{"--shard"}, "ns-le", "ns-le"},
+		{"a namespace turns it on", []string{"--shard-lease-namespace", "ns-shard"}, "ns-le", "ns-shard"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseFlags(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			so, err := o.shard.options(tc.leNS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if so.Namespace != tc.wantNS {
+				t.Errorf("shard namespace %q, want %q", so.Namespace, tc.wantNS)
+			}
+		})
+	}
+	o, err := parseFlags([]string{"--shard", "--shard-lease-namespace", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, o); err == nil ||
+		!strings.Contains(err.Error(), "--leader-elect") {
+		t.Errorf("--shard without --leader-elect: %v, want an error naming --leader-elect", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,9 @@ type Cache struct {
 	// kubefed reads KubeFedClusters and Secrets in the kubefed namespace
 	// (see KubeFedClusters).
 	kubefed cluster.Cluster
+	// shard is nil with sharding off (see sharding.go).
+	shard *coordinator
+	log   logr.Logger
 
 	mu      sync.RWMutex
 	members map[string]*memberState
@@ -47,7 +51,7 @@ type Cache struct {
 }
 
 func newCache(opts Options, scheme *runtime.Scheme) *Cache {
-	return &Cache{opts: opts, scheme: scheme, now: time.Now,
+	return &Cache{opts: opts, scheme: scheme, now: time.Now, log: logr.Discard(),
 		members: map[string]*memberState{}, subs: map[int]func(string){}}
 }
 

@@ -47,6 +47,8 @@ type Options struct {
 	// DisablePolicyStatus turns off the FailoverPolicy status controller
 	// (for when another controller owns that status).
 	DisablePolicyStatus bool
+	// Shard shards members across replicas (off unless its Namespace is set).
+	Shard ShardOptions
 }
 
 func (o Options) withDefaults() Options {

@@ -81,14 +81,23 @@ func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.Fail
 	r.keepFreshProbeTimes(pol, members)
 
 	var down []string
+	elsewhere := 0
 	for _, m := range members {
-		if !m.Connected {
+		switch {
+		case m.Reason == ReasonNotOwned:
+			// Sharded: the owner's connection is not visible from here.
+			elsewhere++
+		case !m.Connected:
 			down = append(down, fmt.Sprintf("%s (%s)", m.Name, m.Reason))
 		}
 	}
 	switch {
 	case len(members) == 0:
 		return members, cond(metav1.ConditionFalse, v1alpha1.ReasonNoMembers, "no KubeFedCluster matches "+policy.FieldClusterSelector), overlap
+	case len(down) == 0 && elsewhere > 0:
+		return members, cond(metav1.ConditionTrue, v1alpha1.ReasonAllConnected, fmt.Sprintf(
+			"all %d members owned by this replica connected; %d owned by other replicas (see their fedfailover_member_connected)",
+			len(members)-elsewhere, elsewhere)), overlap
 	case len(down) == 0:
 		return members, cond(metav1.ConditionTrue, v1alpha1.ReasonAllConnected, fmt.Sprintf("all %d members connected", len(members))), overlap
 	}

@@ -49,6 +49,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
+	if !r.cache.keepsConnection(kfc.Name) {
+		r.notOwned(ctx, kfc)
+		return ctrl.Result{}, nil
+	}
+
 	cfg, fingerprint, token, reason, err := r.restConfig(ctx, kfc)
 	if err != nil {
 		// Waits for the KubeFedCluster or its Secret to change: both are watched.
@@ -104,6 +109,9 @@ func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedClu
 	prev, next, ok := r.cache.setConnected(kfc.Name, conn, fingerprint, token, connectedMessage(conn))
 	if !ok {
 		conn.stop()
+		if !r.cache.keepsConnection(kfc.Name) {
+			r.notOwned(ctx, kfc)
+		}
 		return ctrl.Result{}
 	}
 	setCacheMetrics(kfc.Name, conn)
@@ -159,6 +167,17 @@ func (r *reconciler) disconnect(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 		metrics.MemberCacheObjects.DeletePartialMatch(map[string]string{metrics.ClusterLabel: kfc.Name})
 	}
 	r.transition(ctx, kfc, prev, next)
+}
+
+// notOwned records that another replica owns the member (sharding) and
+// tears down any connection. It is routine, so it is logged, not an event.
+func (r *reconciler) notOwned(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster) {
+	prev, next, stopped, _ := r.cache.setNotOwned(kfc.Name, true)
+	recordNotOwned(kfc.Name, stopped)
+	if next.changed(prev) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Member cluster owned by another replica", "wasConnected", stopped)
+		r.cache.notify(kfc.Name)
+	}
 }
 
 // forget tears down a member that left the federation and drops its metrics.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -62,6 +63,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("adding member cache: %w", err)
 	}
+	if err := setupSharding(mgr, c); err != nil {
+		return nil, err
+	}
 
 	r := &reconciler{host: kubefed.GetClient(), cache: c, recorder: mgr.GetEventRecorder("fedfailover-members")}
 	secretToClusters := func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
@@ -83,14 +87,20 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 		predicate.TypedGenerationChangedPredicate[*kubefedv1beta1.KubeFedCluster]{},
 		predicate.TypedLabelChangedPredicate[*kubefedv1beta1.KubeFedCluster]{},
 		predicate.TypedAnnotationChangedPredicate[*kubefedv1beta1.KubeFedCluster]{})
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("member").
 		WatchesRawSource(source.Kind(kubefed.GetCache(), &kubefedv1beta1.KubeFedCluster{},
 			&handler.TypedEnqueueRequestForObject[*kubefedv1beta1.KubeFedCluster]{}, kfcChanged)).
 		WatchesRawSource(source.Kind(kubefed.GetCache(), &corev1.Secret{},
 			handler.TypedEnqueueRequestsFromMapFunc(secretToClusters))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			// Sharded, every replica connects to the members it owns.
+			NeedLeaderElection: ptr.To(!c.Sharded())})
+	if c.Sharded() {
+		// A Lease acquired or lost: connect or stay disconnected.
+		b = b.WatchesRawSource(c.EventSource(c.requestForKubeFedCluster))
+	}
+	err = b.Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("creating member controller: %w", err)
 	}
@@ -119,6 +129,27 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 		return nil, fmt.Errorf("creating FailoverPolicy member status controller: %w", err)
 	}
 	return c, nil
+}
+
+// setupSharding adds the shard coordinator when sharding is on.
+func setupSharding(mgr ctrl.Manager, c *Cache) error {
+	c.log = mgr.GetLogger().WithName("members")
+	o := c.opts.Shard
+	if !o.enabled() {
+		return nil
+	}
+	if o.Config == nil {
+		o.Config = mgr.GetConfig()
+	}
+	coord, err := newCoordinator(o, c.memberNames, c.ownershipChanged)
+	if err != nil {
+		return err
+	}
+	c.shard = coord
+	if err := mgr.Add(coord); err != nil {
+		return fmt.Errorf("adding shard coordinator: %w", err)
+	}
+	return nil
 }
 
 // newKubefedView is a cache and client limited to the kubefed namespace, so

@@ -50,12 +50,15 @@ func (c *Cache) stateLocked(cluster string) *memberState {
 	return m
 }
 
-// setConnected installs a new connection. After the Cache stopped it is
-// refused (ok false) and the caller must stop conn.
+// setConnected installs a new connection. After the Cache stopped, or when
+// this replica no longer holds the member's Lease, it is refused (ok false)
+// and the caller must stop conn.
 func (c *Cache) setConnected(cluster string, conn *connection, fingerprint, token, message string) (prev, next connState, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
+	// Checked under mu: a hold that ends after this is torn down by
+	// ownershipChanged, which takes mu too.
+	if c.stopped || !c.keepsConnection(cluster) {
 		return connState{}, connState{}, false
 	}
 	m := c.stateLocked(cluster)

@@ -36,6 +36,7 @@ type fakeMembers struct {
 	live     client.Client // the API server itself; nil: the same as client (no cache lag)
 	host     client.Client // holds the KubeFedCluster
 	machines map[string]*clusterv1.Machine
+	notHeld  bool // another replica holds the member's Lease
 }
 
 func (f *fakeMembers) GetClient(_ context.Context, cluster string) (client.Client, error) {
@@ -67,6 +68,8 @@ func (f *fakeMembers) KubeFedCluster(ctx context.Context, cluster string) (*kube
 	kfc := &kubefedv1beta1.KubeFedCluster{}
 	return kfc, f.host.Get(ctx, client.ObjectKey{Namespace: member.DefaultNamespace, Name: cluster}, kfc)
 }
+
+func (f *fakeMembers) HoldsMember(string) bool { return !f.notHeld }
 
 func (f *fakeMembers) Watch(context.Context, string, member.WatchInput) error { return nil }
 func (f *fakeMembers) ConnectedClusters() []string                            { return []string{f.name} }
@@ -356,6 +359,26 @@ func TestNoEvidenceNoWrite(t *testing.T) {
 	}
 	if rec := w.recoveries(); len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked {
 		t.Fatalf("recoveries = %+v, want one Blocked", rec)
+	}
+}
+
+// TestNoWriteWithoutTheMemberLease: with members sharded, a replica whose
+// hold on the member's Lease ended writes nothing to it, even with proof.
+func TestNoWriteWithoutTheMemberLease(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true))
+	w.r.members.(*fakeMembers).notHeld = true
+	w.passLost()
+	if n1 := w.node("n1"); nodeHasOOSTaint(n1) {
+		t.Fatal("tainted a member node without holding the member's Lease")
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("deleted a pod without holding the member's Lease")
+	}
+	rec := w.recoveries()
+	if len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked || !strings.Contains(rec[0].Message, "does not hold member member1's lease") {
+		t.Fatalf("recoveries = %+v, want one Blocked naming the Lease", rec)
 	}
 }
 

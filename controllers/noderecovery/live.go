@@ -33,6 +33,9 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 	if v.policy == nil {
 		return nil, &errNotProvenLive{why: "no policy governs the member"}
 	}
+	if !r.members.HoldsMember(v.cluster) {
+		return nil, notHolding(v.cluster)
+	}
 	live, err := r.liveNode(ctx, v, name, cached)
 	if err != nil {
 		return nil, err
@@ -47,6 +50,12 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 		return nil, &errNotProvenLive{why: res.Message()}
 	}
 	return live, nil
+}
+
+// notHolding: with members sharded across replicas, only the holder of a
+// member's Lease writes to it.
+func notHolding(cluster string) error {
+	return &errNotProvenLive{why: fmt.Sprintf("this replica does not hold member %s's lease", cluster)}
 }
 
 // liveConditionSeen is when the live Node's Ready condition was first seen:
@@ -126,6 +135,9 @@ func (r *Reconciler) notProven(ctx context.Context, v *memberView, n *corev1.Nod
 // Machine deletion is requested: it must be the same Node, still not Ready.
 // (The Machine itself is deleted with UID and resourceVersion preconditions.)
 func (r *Reconciler) confirmStillLost(ctx context.Context, v *memberView, n *corev1.Node) error {
+	if !r.members.HoldsMember(v.cluster) {
+		return notHolding(v.cluster)
+	}
 	live, err := r.liveNode(ctx, v, n.Name, n)
 	if err != nil {
 		return err

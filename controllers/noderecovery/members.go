@@ -23,6 +23,9 @@ type memberAccess interface {
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error
 	ConnectedClusters() []string
 	KubeFedCluster(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, error)
+	// HoldsMember is false while another replica owns the member (sharding):
+	// checked in the live re-check before every destructive write.
+	HoldsMember(cluster string) bool
 }
 
 var _ memberAccess = (*member.Cache)(nil)

@@ -10,6 +10,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -80,7 +81,8 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		WatchesRawSource(members.EventSource(member.RequestForCluster)).
 		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(r.allMembers),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles})
+		// Sharded, every replica recovers the members it holds.
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NeedLeaderElection: ptr.To(!members.Sharded())})
 	if r.capi {
 		b = b.Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineMembers))
 	}

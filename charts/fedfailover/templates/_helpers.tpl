@@ -65,3 +65,14 @@ the ServiceMonitor verifies. */}}
 {{- printf "%s-metrics-cert" (include "fedfailover.fullname" .) }}
 {{- end }}
 {{- end }}
+
+{{/* "true" when members are sharded across replicas (sharding.enabled and
+more than one replica); sharding needs leader election for rebalance. */}}
+{{- define "fedfailover.sharded" -}}
+{{- if and .Values.sharding.enabled (gt (int .Values.replicaCount) 1) }}
+{{- if not .Values.leaderElection.enabled }}
+{{- fail "sharding.enabled needs leaderElection.enabled: rebalance stays with the elected leader" }}
+{{- end }}
+{{- print "true" }}
+{{- end }}
+{{- end }}

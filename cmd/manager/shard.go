@@ -1,0 +1,57 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+)
+
+// shardFlags turn on sharding of members across replicas. Off by default:
+// one replica (or one leader) connects to every member, as without them.
+type shardFlags struct {
+	enabled       bool
+	namespace     string
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+}
+
+func (f *shardFlags) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&f.enabled, "shard", false, "Shard member clusters across replicas: each replica connects to and recovers only the members whose Lease it holds (rebalance stays with the elected leader).")
+	fs.StringVar(&f.namespace, "shard-lease-namespace", "", "Namespace of the shard Leases; setting it turns --shard on (default: --leader-election-namespace, else the pod's namespace).")
+	fs.DurationVar(&f.leaseDuration, "shard-lease-duration", 15*time.Second, "How long another replica waits, after it last saw a Lease change, before taking it over (whole seconds).")
+	fs.DurationVar(&f.renewDeadline, "shard-renew-deadline", 10*time.Second, "How long after its last successful renewal a replica still acts on a member; shorter than --shard-lease-duration.")
+	fs.DurationVar(&f.retryPeriod, "shard-retry-period", 2*time.Second, "How often the shard Leases are renewed and peers re-read.")
+}
+
+// podNamespaceFile is where Kubernetes mounts the pod's namespace.
+const podNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// options returns the member cache's shard options: zero when sharding is
+// off.
+func (f shardFlags) options(leaderElectionNS string) (member.ShardOptions, error) {
+	if !f.enabled && f.namespace == "" {
+		return member.ShardOptions{}, nil
+	}
+	ns := f.namespace
+	if ns == "" {
+		ns = leaderElectionNS
+	}
+	if ns == "" {
+		b, err := os.ReadFile(podNamespaceFile)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return member.ShardOptions{}, fmt.Errorf("reading the pod's namespace: %w", err)
+		}
+		ns = strings.TrimSpace(string(b))
+	}
+	if ns == "" {
+		return member.ShardOptions{}, errors.New("--shard: not running in a pod; set --shard-lease-namespace")
+	}
+	return member.ShardOptions{Namespace: ns, LeaseDuration: f.leaseDuration,
+		RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}, nil
+}

@@ -1,0 +1,106 @@
+package member
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fedfailover/fedfailover/internal/metrics"
+)
+
+// ReasonNotOwned: with sharding on, another replica owns the member; this
+// one holds no connection to it and does not act on it.
+const ReasonNotOwned = "NotOwned"
+
+const notOwnedMessage = "owned by another replica (members are sharded across replicas)"
+
+// Sharded reports whether members are sharded across replicas.
+func (c *Cache) Sharded() bool { return c.shard != nil }
+
+// HoldsMember reports whether this replica may act on the member right now:
+// always with sharding off; with sharding on, only while it holds the
+// member's Lease with margin before its renew deadline. Every destructive
+// write to a member checks it right before the write.
+func (c *Cache) HoldsMember(cluster string) bool {
+	return c.shard == nil || c.shard.HoldsMember(cluster)
+}
+
+// keepsConnection reports whether this replica connects to the member: with
+// sharding on, from acquiring its Lease until the hold is dropped (at the
+// renew deadline at the latest). Writes need HoldsMember, which ends sooner.
+func (c *Cache) keepsConnection(cluster string) bool {
+	return c.shard == nil || c.shard.isHeld(cluster)
+}
+
+// memberNames lists the joined members (not being deleted), for the shard
+// coordinator.
+func (c *Cache) memberNames(ctx context.Context) ([]string, error) {
+	kfcs, err := c.KubeFedClusters(ctx, labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(kfcs))
+	for i := range kfcs {
+		if kfcs[i].DeletionTimestamp.IsZero() {
+			out = append(out, kfcs[i].Name)
+		}
+	}
+	return out, nil
+}
+
+// ownershipChanged is the coordinator's callback. A hold that ends stops the
+// member's connection at once (the coordinator releases the Lease only
+// after this returns); a hold that starts asks the member controller, and
+// every subscriber, to look at the member again.
+func (c *Cache) ownershipChanged(cluster string, held bool) {
+	if !held {
+		prev, next, stopped, known := c.setNotOwned(cluster, false)
+		if known {
+			recordNotOwned(cluster, stopped)
+			if next.changed(prev) {
+				c.log.Info("Member lease no longer held: connection torn down", "cluster", cluster, "wasConnected", stopped)
+			}
+		}
+	} else {
+		c.log.Info("Member lease acquired", "cluster", cluster)
+	}
+	c.notify(cluster)
+}
+
+func recordNotOwned(cluster string, stopped bool) {
+	if stopped {
+		metrics.MemberDisconnects.WithLabelValues(cluster, ReasonNotOwned).Inc()
+		metrics.MemberCacheObjects.DeletePartialMatch(map[string]string{metrics.ClusterLabel: cluster})
+	}
+	metrics.MemberConnected.WithLabelValues(cluster).Set(0)
+}
+
+// setNotOwned records that another replica owns the member and stops its
+// connection, if any. Unlike a disconnect it forgets that this process was
+// ever connected: the member is unknown here, not failed. With create
+// false a member the Cache does not know (it left) stays unknown.
+func (c *Cache) setNotOwned(cluster string, create bool) (prev, next connState, stopped, known bool) {
+	c.mu.Lock()
+	if _, ok := c.members[cluster]; !ok && !create {
+		c.mu.Unlock()
+		return prev, next, false, false
+	}
+	m := c.stateLocked(cluster)
+	prev = m.snapshot()
+	conn := m.conn
+	m.reason, m.message, m.failures, m.connectedOnce = ReasonNotOwned, notOwnedMessage, 0, false
+	m.conn, m.fingerprint, m.token = nil, "", ""
+	next = m.snapshot()
+	c.mu.Unlock()
+	if conn != nil {
+		conn.stop()
+	}
+	return prev, next, conn != nil, true
+}
+
+// requestForKubeFedCluster maps a member to the member controller's request.
+func (c *Cache) requestForKubeFedCluster(_ context.Context, cluster string) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: c.opts.Namespace, Name: cluster}}}
+}

@@ -37,6 +37,7 @@ func TestBaselineStatefulSetOnPoweredOffNode(t *testing.T) {
 	if _, err := theLab.CreateStatefulSetWithVolumes(ctx, member, ns, name, 1); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { deleteNamespaceAndWait(t, cl, ns) }) // after the node is restored
 	pod := name + "-0"
 	var node, pv string
 	eventually(t, 90*time.Second, "db-0 Running with its volume attached", func(ctx context.Context) (bool, string) {
@@ -277,6 +278,9 @@ func TestBaselinePartitionHeals(t *testing.T) {
 	if _, err := theLab.CreateDeploymentWithVolume(ctx, member, ns, "app"); err != nil {
 		t.Fatal(err)
 	}
+	// Its pod is pinned to the node: left behind, it would be a claim no
+	// later recovery of that node can ever see replaced.
+	t.Cleanup(func() { deleteNamespaceAndWait(t, cl, ns) })
 	// Pin the stateful Deployment to the node to partition.
 	d := &appsv1.Deployment{}
 	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, d); err != nil {

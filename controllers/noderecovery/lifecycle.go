@@ -94,25 +94,6 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 	return nil
 }
 
-// setTaintLeft remembers, for this pass's report, why a node keeps
-// fedfailover's taint ("" when it does not).
-func (r *Reconciler) setTaintLeft(cluster, node, why string) {
-	r.store.mu.Lock()
-	defer r.store.mu.Unlock()
-	k := cluster + "/" + node
-	if why == "" {
-		delete(r.store.left, k)
-		return
-	}
-	r.store.left[k] = why
-}
-
-func (r *Reconciler) taintLeft(cluster, node string) string {
-	r.store.mu.Lock()
-	defer r.store.mu.Unlock()
-	return r.store.left[cluster+"/"+node]
-}
-
 // reportUnreachable publishes, for a member that cannot be reached, the
 // taints fedfailover added there that it cannot remove until it can.
 func (r *Reconciler) reportUnreachable(ctx context.Context, cluster string, why error) error {

@@ -75,6 +75,8 @@ type memberView struct {
 	finished []*v1alpha1.NodeRecovery
 	// sightings are when each not-Ready node's loss was first seen.
 	sightings map[string]sighting
+	// taintsLeft says, per node, why fedfailover's taint stays (this pass).
+	taintsLeft []string
 	// machineOwners names, by node, who already remediates its Machine (see
 	// machineOwner); gathered only when the policy may request deletion.
 	machineOwners map[string]string
@@ -124,9 +126,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if st != nil {
 			rep.Recoveries = append(rep.Recoveries, *st)
 		}
-		if left := r.taintLeft(v.cluster, n.Name); left != "" {
-			rep.TaintsLeft = append(rep.TaintsLeft, left)
-		}
 		next.In(now, after)
 	}
 	for _, name := range orphanNodes(v) {
@@ -139,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		next.In(now, after)
 	}
+	rep.TaintsLeft = v.taintsLeft
 	if err := r.closeDeleted(ctx, v); err != nil {
 		errs = append(errs, err)
 	}
@@ -289,8 +289,10 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 	}
 	p.record = v.records[n.Name]
 	after, err := r.apply(ctx, v, n, &p)
+	if p.taintLeft != "" {
+		v.taintsLeft = append(v.taintsLeft, p.taintLeft)
+	}
 	if err == nil {
-		r.setTaintLeft(v.cluster, n.Name, p.taintLeft)
 		if p.record != nil && p.record.Status.Phase != v1alpha1.RecoveryPhaseFinished {
 			err = r.syncRecord(ctx, v, p.record, &p)
 		}

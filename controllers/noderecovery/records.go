@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -225,7 +226,7 @@ func (r *Reconciler) syncRecord(ctx context.Context, v *memberView, rec *v1alpha
 func (r *Reconciler) updateRecord(ctx context.Context, rec *v1alpha1.NodeRecovery, change func(*v1alpha1.NodeRecoveryRecordStatus)) error {
 	before := rec.DeepCopy()
 	change(&rec.Status)
-	if equalRecordStatus(before.Status, rec.Status) {
+	if equality.Semantic.DeepEqual(before.Status, rec.Status) {
 		return nil
 	}
 	if err := r.host.Status().Patch(ctx, rec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -233,16 +234,6 @@ func (r *Reconciler) updateRecord(ctx context.Context, rec *v1alpha1.NodeRecover
 		return fmt.Errorf("updating NodeRecovery %s: %w", rec.Name, err)
 	}
 	return nil
-}
-
-func equalRecordStatus(a, b v1alpha1.NodeRecoveryRecordStatus) bool {
-	return a.Phase == b.Phase && a.Message == b.Message && a.Evidence == b.Evidence && a.Method == b.Method &&
-		a.DryRun == b.DryRun && a.ReadyStatus == b.ReadyStatus && a.TaintPreexisting == b.TaintPreexisting &&
-		slices.Equal(a.Claims, b.Claims) && a.FinishReason == b.FinishReason && a.Migrated == b.Migrated &&
-		timeOf(a.ReadySince).Equal(timeOf(b.ReadySince)) && timeOf(a.ReadyObservedAt).Equal(timeOf(b.ReadyObservedAt)) &&
-		timeOf(a.ObservedAt).Equal(timeOf(b.ObservedAt)) && timeOf(a.IntentAt).Equal(timeOf(b.IntentAt)) &&
-		timeOf(a.ActedAt).Equal(timeOf(b.ActedAt)) && timeOf(a.RecoveredAt).Equal(timeOf(b.RecoveredAt)) &&
-		timeOf(a.FinishedAt).Equal(timeOf(b.FinishedAt))
 }
 
 // finishRecord closes the record.

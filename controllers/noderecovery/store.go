@@ -28,11 +28,10 @@ type store struct {
 
 	mu   sync.Mutex
 	last map[string]string // cluster/node -> transition key
-	left map[string]string // cluster/node -> why our taint stays
 }
 
 func newStore() *store {
-	return &store{reports: policystatus.NewStore[string](reportsEqual, 256), last: map[string]string{}, left: map[string]string{}}
+	return &store{reports: policystatus.NewStore[string](reportsEqual, 256), last: map[string]string{}}
 }
 
 func reportsEqual(a, b memberReport) bool { return reflect.DeepEqual(a, b) }

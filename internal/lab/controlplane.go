@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,7 +39,7 @@ func (l *Lab) etcdProc(c *ClusterState) *Proc {
 func (l *Lab) apiserverProc(c *ClusterState) *Proc {
 	f := func(name string) string { return filepath.Join(c.Dir, name) }
 	tol := strconv.Itoa(l.opts.TolerationSeconds)
-	return &Proc{
+	p := &Proc{
 		Component: CompAPIServer, Cluster: c.Name, Binary: l.bin(CompAPIServer), Port: c.APIPort,
 		Log: filepath.Join(c.Dir, "logs", "kube-apiserver.log"),
 		Args: []string{
@@ -62,6 +63,11 @@ func (l *Lab) apiserverProc(c *ClusterState) *Proc {
 			"--profiling=false",
 		},
 	}
+	if l.opts.AuditLog {
+		p.Args = append(p.Args, "--audit-policy-file="+f(fileAuditPolicy), "--audit-log-path="+AuditLogPath(c),
+			"--audit-log-format=json", "--audit-log-maxbackup=0", "--audit-log-maxsize=0")
+	}
+	return p
 }
 
 func (l *Lab) kcmProc(c *ClusterState) *Proc {
@@ -141,6 +147,11 @@ func (l *Lab) startControlPlane(ctx context.Context, st *State, c *ClusterState)
 }
 
 func (l *Lab) startAPIServer(ctx context.Context, c *ClusterState) error {
+	if l.opts.AuditLog {
+		if err := os.WriteFile(filepath.Join(c.Dir, fileAuditPolicy), []byte(auditPolicy), 0o644); err != nil {
+			return err
+		}
+	}
 	cs, err := l.clientset(c)
 	if err != nil {
 		return err

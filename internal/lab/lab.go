@@ -56,6 +56,10 @@ type Options struct {
 	// delays: KubefedTimingsDefault (the kubefed chart's defaults, what users
 	// run) unless set, or from $FEDFAILOVER_LAB_KUBEFED_TIMINGS when empty.
 	KubefedTimings string `json:"kubefedTimings"`
+	// AuditLog makes every API server write an audit log of the writes to
+	// its cluster's logs/audit.log (AuditLogPath): what a checker that must
+	// not trust the operator under test reads.
+	AuditLog bool `json:"auditLog,omitempty"`
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any) `json:"-"`
 }

@@ -1,0 +1,221 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Invariant names.
+const (
+	I1 = "I1" // no destructive act for a node whose process was alive
+	I2 = "I2" // no out-of-service taint left on a Ready node
+	I3 = "I3" // never fewer Running replicas than kubefed alone could run
+	I4 = "I4" // convergence after the last fault
+	I5 = "I5" // no hot loops
+)
+
+// Invariants lists them in table order.
+var Invariants = []string{I1, I2, I3, I4, I5}
+
+// Bounds are the documented limits of the invariants (docs/chaos.md).
+type Bounds struct {
+	// TaintOnReadyNode: I2 fails when fedfailover's taint stays this long on
+	// a node Ready for that long while fedfailover runs and reaches it.
+	TaintOnReadyNode time.Duration `json:"taintOnReadyNode"`
+	// Settle: a member counts for I3's bound once no capacity fault has
+	// touched it for this long (kubefed alone needs that to place again).
+	Settle time.Duration `json:"settle"`
+	// Short: I3 fails when a workload stays under its bound this long.
+	Short time.Duration `json:"short"`
+	// Converge bounds I4, from the end of the last fault.
+	Converge time.Duration `json:"converge"`
+	// WritesPerMember and WritesPerRSP bound I5: fedfailover's writes in any
+	// 60 s to one member, and to one ReplicaSchedulingPreference.
+	WritesPerMember int `json:"writesPerMemberPerMinute"`
+	WritesPerRSP    int `json:"writesPerRSPPerMinute"`
+}
+
+// DefaultBounds are the bounds the campaign checks unless told otherwise.
+func DefaultBounds() Bounds {
+	return Bounds{TaintOnReadyNode: 60 * time.Second, Settle: 60 * time.Second, Short: 30 * time.Second,
+		Converge: 5 * time.Minute, WritesPerMember: 120, WritesPerRSP: 12}
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant string    `json:"invariant"`
+	Time      time.Time `json:"time"`
+	Message   string    `json:"message"`
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s at %s: %s", v.Invariant, v.Time.Format("15:04:05.000"), v.Message)
+}
+
+// NodeSample is a node as the checker read it from its member.
+type NodeSample struct {
+	Cluster string
+	Ready   bool
+	Tainted bool // carries the out-of-service taint
+}
+
+// Sample is one read of every member by the checker.
+type Sample struct {
+	Time time.Time
+	// Readable: the member's API server answered this read.
+	Readable map[string]bool
+	// Nodes of the readable members, by name.
+	Nodes map[string]NodeSample
+	// Running is each workload's Running and Ready pods per readable member.
+	Running map[string]map[string]int
+	// KubefedReady: kubefed's KubeFedCluster Ready condition per member.
+	KubefedReady map[string]bool
+}
+
+// Checker evaluates I1, I2, I3 and I5 as acts and samples arrive.
+type Checker struct {
+	truth  *Truth
+	bounds Bounds
+	// baseline is each workload's replicas per member with no fault.
+	baseline map[string]map[string]int
+
+	taintedReady map[string]time.Time // node → first sample Ready with the taint
+	short        map[string]time.Time // workload → first sample under its bound
+	writes       map[string][]time.Time
+	reported     map[string]bool
+	violations   []Violation
+	// Acts are every destructive act seen, for the report.
+	Acts []Act
+	// Writes counts every write per target key, for the report.
+	Writes map[string]int
+}
+
+// NewChecker checks against truth; baseline is per workload per member.
+func NewChecker(truth *Truth, bounds Bounds, baseline map[string]map[string]int) *Checker {
+	return &Checker{truth: truth, bounds: bounds, baseline: baseline, taintedReady: map[string]time.Time{},
+		short: map[string]time.Time{}, writes: map[string][]time.Time{}, reported: map[string]bool{}, Writes: map[string]int{}}
+}
+
+// Violations returns what was found so far.
+func (c *Checker) Violations() []Violation { return slices.Clone(c.violations) }
+
+// report records a violation once per key.
+func (c *Checker) report(key, inv string, at time.Time, format string, args ...any) {
+	if c.reported[key] {
+		return
+	}
+	c.reported[key] = true
+	c.violations = append(c.violations, Violation{Invariant: inv, Time: at, Message: fmt.Sprintf(format, args...)})
+}
+
+// Act checks one write of the operator: I1 for destructive ones, I5 for all.
+func (c *Checker) Act(a Act) {
+	if a.destructive() {
+		c.Acts = append(c.Acts, a)
+		if a.Node != "" && c.truth.Alive(a.Node, a.Time) {
+			c.report(fmt.Sprintf("I1/%s/%s/%s/%s", a.Kind, a.Namespace, a.Name, a.Time), I1, a.Time,
+				"%s %s %s/%s on %s/%s while the node's kwok process was alive (running or partitioned)",
+				a.Verb, a.Kind, a.Namespace, a.Name, a.Cluster, a.Node)
+		}
+	}
+	key := "member/" + a.Cluster
+	limit := c.bounds.WritesPerMember
+	if a.Resource == "replicaschedulingpreferences" {
+		key, limit = "rsp/"+a.Namespace+"/"+a.Name, c.bounds.WritesPerRSP
+	} else if a.Cluster == hostCluster {
+		key, limit = "host", 0
+	}
+	c.Writes[key]++
+	if limit == 0 {
+		return
+	}
+	w := append(c.writes[key], a.Time)
+	for len(w) > 0 && a.Time.Sub(w[0]) > time.Minute {
+		w = w[1:]
+	}
+	c.writes[key] = w
+	if len(w) > limit {
+		c.report("I5/"+key, I5, a.Time, "%d writes to %s within 60s (bound %d): last %s %s %s/%s",
+			len(w), key, limit, a.Verb, a.Resource, a.Namespace, a.Name)
+	}
+}
+
+// hostCluster names the host in acts.
+const hostCluster = "host"
+
+// Sample checks I2 and I3 on one read of the federation.
+func (c *Checker) Sample(s Sample) {
+	c.checkTaints(s)
+	c.checkReplicas(s)
+}
+
+// checkTaints is I2: a Ready node keeps fedfailover's taint at most
+// TaintOnReadyNode while fedfailover runs and reaches its member.
+func (c *Checker) checkTaints(s Sample) {
+	for name, n := range s.Nodes {
+		if !n.Ready || !n.Tainted {
+			delete(c.taintedReady, name)
+			continue
+		}
+		since, ok := c.taintedReady[name]
+		if !ok {
+			since = s.Time
+			c.taintedReady[name] = since
+		}
+		reach, reaches := c.truth.Reaches(n.Cluster, s.Time)
+		if !reaches {
+			continue
+		}
+		if reach.After(since) {
+			since = reach
+		}
+		if s.Time.Sub(since) > c.bounds.TaintOnReadyNode {
+			c.report("I2/"+name+"/"+since.String(), I2, s.Time,
+				"%s/%s Ready with the out-of-service taint for %.0fs while fedfailover runs and reaches %s (bound %s)",
+				n.Cluster, name, s.Time.Sub(since).Seconds(), n.Cluster, c.bounds.TaintOnReadyNode)
+		}
+	}
+}
+
+// checkReplicas is I3. Kubefed alone keeps a workload's baseline share on
+// every member it sees Ready; on a member no capacity fault has touched for
+// Settle, those replicas run. So the bound is the sum of the baseline shares
+// of those members, and the workload's Running replicas on all members must
+// not stay under it for Short. A sample that cannot read every member only
+// counts when what it read already meets the bound.
+func (c *Checker) checkReplicas(s Sample) {
+	for w, base := range c.baseline {
+		bound := 0
+		for m, n := range base {
+			since, ok := c.truth.Undisturbed(m, s.Time)
+			if s.KubefedReady[m] && ok && s.Time.Sub(since) >= c.bounds.Settle {
+				bound += n
+			}
+		}
+		running, complete := 0, true
+		for m := range base {
+			if !s.Readable[m] {
+				complete = false
+			}
+			running += s.Running[w][m]
+		}
+		if running >= bound {
+			delete(c.short, w)
+			continue
+		}
+		if !complete {
+			continue
+		}
+		since, ok := c.short[w]
+		if !ok {
+			c.short[w] = s.Time
+			continue
+		}
+		if s.Time.Sub(since) > c.bounds.Short {
+			c.report("I3/"+w+"/"+since.String(), I3, s.Time,
+				"%s: %d Running replicas for %.0fs, kubefed alone keeps %d (members Ready to kubefed and undisturbed for %s: baseline %v, running %v)",
+				w, running, s.Time.Sub(since).Seconds(), bound, c.bounds.Settle, base, s.Running[w])
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func only(t *testing.T, c *Checker, inv string) {
+	t.Helper()
+	v := c.Violations()
+	if len(v) != 1 || v[0].Invariant != inv {
+		t.Fatalf("violations %v, want exactly one %s", v, inv)
+	}
+}
+
+func none(t *testing.T, c *Checker) {
+	t.Helper()
+	if v := c.Violations(); len(v) != 0 {
+		t.Fatalf("unexpected violations: %v", v)
+	}
+}
+
+func TestI1DestructiveActsNeedADeadProcess(t *testing.T) {
+	tr := NewTruth(t0, testTopology)
+	tr.Close(keyAlive+"member1-node-0", at(10)) // powered off at +10s
+	c := NewChecker(tr, DefaultBounds(), nil)
+	c.Act(Act{Cluster: "member1", Time: at(40), Kind: ActTaint, Verb: "patch", Resource: "nodes", Name: "member1-node-0", Node: "member1-node-0"})
+	c.Act(Act{Cluster: "member1", Time: at(41), Kind: ActPodDelete, Verb: "delete", Resource: "pods", Name: "db-0", Node: "member1-node-0"})
+	c.Act(Act{Cluster: "member1", Time: at(41), Kind: ActWrite, Verb: "patch", Resource: "nodes", Name: "member1-node-1"})
+	none(t, c)
+	// member1-node-1 is partitioned, never powered off: alive.
+	c.Act(Act{Cluster: "member1", Time: at(42), Kind: ActDetachVolume, Verb: "delete", Resource: "volumeattachments", Name: "va", Node: "member1-node-1"})
+	only(t, c, I1)
+	if len(c.Acts) != 3 {
+		t.Fatalf("acts %v: want the three destructive ones", c.Acts)
+	}
+}
+
+func TestI2TaintOnReadyNode(t *testing.T) {
+	tr := NewTruth(t0, testTopology)
+	c := NewChecker(tr, DefaultBounds(), nil)
+	tainted := func(s float64, ready bool) {
+		c.Sample(Sample{Time: at(s), Nodes: map[string]NodeSample{"member1-node-0": {Cluster: "member1", Ready: ready, Tainted: true}}})
+	}
+	tainted(0, false)
+	tainted(30, true) // Ready from +30s
+	// fedfailover is cut off member1 from +40s to +80s: the clock restarts at +80s.
+	tr.Open(keyCut+"member1", at(40))
+	tainted(50, true)
+	tainted(95, true)
+	tr.Close(keyCut+"member1", at(80))
+	tainted(130, true)
+	none(t, c)
+	tainted(141, true)
+	only(t, c, I2)
+	if !strings.Contains(c.Violations()[0].Message, "member1-node-0") {
+		t.Fatalf("message %q names no node", c.Violations()[0].Message)
+	}
+}
+
+func TestI3NeverUnderWhatKubefedAloneKeeps(t *testing.T) {
+	base := map[string]map[string]int{"web/web": {"member1": 3, "member2": 3}}
+	sample := func(s float64, m1, m2 int, kubefedReady2 bool) Sample {
+		return Sample{Time: at(s), Readable: map[string]bool{"member1": true, "member2": true},
+			Running:      map[string]map[string]int{"web/web": {"member1": m1, "member2": m2}},
+			KubefedReady: map[string]bool{"member1": true, "member2": kubefedReady2}}
+	}
+	t.Run("member failed for kubefed: its share leaves the bound", func(t *testing.T) {
+		c := NewChecker(NewTruth(t0, testTopology), DefaultBounds(), base)
+		for s := 60.0; s < 200; s += 10 {
+			c.Sample(sample(s, 3, 0, false))
+		}
+		none(t, c)
+	})
+	t.Run("a fedfailover-only cut must not lose replicas", func(t *testing.T) {
+		tr := NewTruth(t0, testTopology)
+		tr.Open(keyCut+"member2", at(60)) // fedfailover's own view: not a capacity fault
+		c := NewChecker(tr, DefaultBounds(), base)
+		c.Sample(sample(70, 3, 3, true))
+		c.Sample(sample(80, 3, 1, true))
+		c.Sample(sample(100, 3, 1, true))
+		none(t, c)
+		c.Sample(sample(111, 3, 1, true))
+		only(t, c, I3)
+	})
+	t.Run("a capacity fault on the member: settles before it counts", func(t *testing.T) {
+		tr := NewTruth(t0, testTopology)
+		tr.Open(keyFault+"member2", at(60))
+		tr.Close(keyFault+"member2", at(100))
+		c := NewChecker(tr, DefaultBounds(), base)
+		for s := 70.0; s <= 160; s += 10 {
+			c.Sample(sample(s, 3, 0, true))
+		}
+		none(t, c)
+		for s := 170.0; s <= 200; s += 10 {
+			c.Sample(sample(s, 3, 0, true))
+		}
+		only(t, c, I3)
+	})
+	t.Run("replicas moved to another member count", func(t *testing.T) {
+		c := NewChecker(NewTruth(t0, testTopology), DefaultBounds(), base)
+		for s := 60.0; s < 200; s += 10 {
+			c.Sample(sample(s, 6, 0, true))
+		}
+		none(t, c)
+	})
+	t.Run("an unreadable member is not judged as zero", func(t *testing.T) {
+		c := NewChecker(NewTruth(t0, testTopology), DefaultBounds(), base)
+		for s := 60.0; s < 200; s += 10 {
+			smp := sample(s, 3, 0, true)
+			smp.Readable["member2"] = false
+			c.Sample(smp)
+		}
+		none(t, c)
+	})
+}
+
+func TestI5WriteRate(t *testing.T) {
+	b := DefaultBounds()
+	b.WritesPerMember, b.WritesPerRSP = 5, 2
+	c := NewChecker(NewTruth(t0, testTopology), b, nil)
+	for i := range 5 { // 5 writes per 20 s: 3 in any 60 s... plus spread
+		c.Act(Act{Cluster: "member1", Time: at(float64(i) * 20), Kind: ActWrite, Resource: "events"})
+	}
+	c.Act(Act{Cluster: hostCluster, Time: at(1), Kind: ActWrite, Resource: "replicaschedulingpreferences", Namespace: "web", Name: "web"})
+	c.Act(Act{Cluster: hostCluster, Time: at(50), Kind: ActWrite, Resource: "replicaschedulingpreferences", Namespace: "web", Name: "web"})
+	c.Act(Act{Cluster: hostCluster, Time: at(2), Kind: ActWrite, Resource: "noderecoveries", Name: "x"})
+	none(t, c)
+	c.Act(Act{Cluster: hostCluster, Time: at(55), Kind: ActWrite, Resource: "replicaschedulingpreferences", Namespace: "web", Name: "web"})
+	only(t, c, I5)
+	if c.Writes["rsp/web/web"] != 3 || c.Writes["member/member1"] != 5 || c.Writes["host"] != 1 {
+		t.Fatalf("write counts %v", c.Writes)
+	}
+}

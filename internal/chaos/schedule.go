@@ -1,0 +1,165 @@
+// Package chaos is the fault campaign: it draws random fault schedules
+// (schedule.go), injects them into the lab with the real manager binary
+// running (runner.go), and checks invariants against the lab's ground truth
+// and the API servers' audit logs, never against fedfailover's own state
+// (truth.go, audit.go, invariants.go).
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Kind is one kind of fault.
+type Kind string
+
+// The fault kinds. Each is undone after its hold, and every fault still in
+// place is undone when the run's fault window ends.
+const (
+	// PowerOff kills a node's kwok and leaves the run's evidence on its
+	// Machine; it is powered on again after the hold.
+	PowerOff Kind = "power-off"
+	// Replace powers a node off with its Machine deleted, then replaces it
+	// by a fresh Node of the same name after the hold.
+	Replace Kind = "replace"
+	// Partition freezes a node's kwok (alive, unreachable) until healed.
+	Partition Kind = "partition"
+	// APIKill kills a member's API server and restarts it after the hold.
+	APIKill Kind = "api-kill"
+	// EtcdStop stops a member's etcd and starts it after the hold.
+	EtcdStop Kind = "etcd-stop"
+	// ManagerKill kill -9s fedfailover and restarts it after the hold.
+	ManagerKill Kind = "manager-kill"
+	// ManagerKillMidAction waits (up to the hold) until a node recovery is
+	// in progress or an RSP is shifted, then kill -9s fedfailover there.
+	ManagerKillMidAction Kind = "manager-kill-mid-action"
+	// MemberCut cuts only fedfailover off a member (kubefed keeps it).
+	MemberCut Kind = "fedfailover-cut"
+	// CredentialRotation writes a new token into a member's Secret.
+	CredentialRotation Kind = "credential-rotation"
+	// Capacity exhausts a member's capacity until relieved.
+	Capacity Kind = "capacity"
+	// PolicyEdit changes a policy (Edit) and reverts it after the hold.
+	PolicyEdit Kind = "policy-edit"
+	// ForgedMarks writes fedfailover's old recovery annotations onto a Node.
+	ForgedMarks Kind = "forged-marks"
+)
+
+// Kinds lists every kind in the order tables print them.
+var Kinds = []Kind{PowerOff, Replace, Partition, APIKill, EtcdStop, ManagerKill, ManagerKillMidAction,
+	MemberCut, CredentialRotation, Capacity, PolicyEdit, ForgedMarks}
+
+// Evidence kinds a power-off leaves (lab.Evidence values).
+var evidences = []string{"machine-deleted", "powered-off-condition", "none"}
+
+// Policy edits.
+const (
+	EditDryRun   = "dry-run"
+	EditPause    = "pause"
+	EditDelete   = "delete"
+	EditSelector = "selector"
+)
+
+var edits = []string{EditDryRun, EditPause, EditDelete, EditSelector}
+
+// Fault is one scheduled fault.
+type Fault struct {
+	Kind Kind `json:"kind"`
+	// At is when it starts, from the start of the fault window.
+	At time.Duration `json:"at"`
+	// Hold is how long it stays before it is undone.
+	Hold     time.Duration `json:"hold"`
+	Cluster  string        `json:"cluster,omitempty"`
+	Node     string        `json:"node,omitempty"`
+	Evidence string        `json:"evidence,omitempty"`
+	Edit     string        `json:"edit,omitempty"`
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("+%4.0fs %-24s", f.At.Seconds(), f.Kind)
+	switch {
+	case f.Node != "":
+		s += " " + f.Node
+	case f.Cluster != "":
+		s += " " + f.Cluster
+	}
+	if f.Evidence != "" {
+		s += " evidence=" + f.Evidence
+	}
+	if f.Edit != "" {
+		s += " edit=" + f.Edit
+	}
+	return s + fmt.Sprintf(" for %.0fs", f.Hold.Seconds())
+}
+
+// Topology is what a schedule can target.
+type Topology struct {
+	// Nodes are each member's kwok nodes, by member name.
+	Nodes map[string][]string
+}
+
+func (t Topology) members() []string {
+	var ms []string
+	for m := range t.Nodes {
+		ms = append(ms, m)
+	}
+	slices.Sort(ms)
+	return ms
+}
+
+// Params shape a schedule.
+type Params struct {
+	// Window is the fault window; faults start inside it.
+	Window time.Duration
+	// Faults is how many faults to draw.
+	Faults int
+	// MinHold and MaxHold bound each fault's hold.
+	MinHold, MaxHold time.Duration
+}
+
+// Draw returns the schedule of one run: the same seed and inputs give the
+// same schedule, so a seed replays a run. Faults overlap freely except that
+// a target (a node, a member's control plane, the manager, a policy) has one
+// fault at a time: two faults on one target would undo each other.
+func Draw(seed uint64, top Topology, p Params) []Fault {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	members := top.members()
+	busyUntil := map[string]time.Duration{} // target → end of its fault
+	var out []Fault
+	for tries := 0; len(out) < p.Faults && tries < p.Faults*20; tries++ {
+		f := Fault{Kind: Kinds[r.IntN(len(Kinds))], At: time.Duration(r.Int64N(int64(p.Window)))}
+		f.Hold = p.MinHold + time.Duration(r.Int64N(int64(p.MaxHold-p.MinHold)+1))
+		member := members[r.IntN(len(members))]
+		nodes := top.Nodes[member]
+		var target string
+		switch f.Kind {
+		case PowerOff, Replace, Partition, ForgedMarks:
+			f.Cluster, f.Node = member, nodes[r.IntN(len(nodes))]
+			target = "node/" + f.Node
+			if f.Kind == PowerOff {
+				f.Evidence = evidences[r.IntN(len(evidences))]
+			}
+		case APIKill, EtcdStop:
+			f.Cluster, target = member, "control-plane/"+member
+		case MemberCut:
+			f.Cluster, target = member, "cut/"+member
+		case CredentialRotation:
+			f.Cluster, target = member, "credential/"+member
+		case Capacity:
+			f.Cluster, target = member, "capacity/"+member
+		case ManagerKill, ManagerKillMidAction:
+			target = "manager"
+		case PolicyEdit:
+			f.Edit, target = edits[r.IntN(len(edits))], "policy"
+		}
+		if f.At < busyUntil[target] {
+			continue
+		}
+		busyUntil[target] = f.At + f.Hold
+		out = append(out, f)
+	}
+	slices.SortStableFunc(out, func(a, b Fault) int { return int(a.At - b.At) })
+	return out
+}

@@ -1,0 +1,90 @@
+package chaos
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+var testTopology = Topology{Nodes: map[string][]string{
+	"member1": {"member1-node-0", "member1-node-1"},
+	"member2": {"member2-node-0", "member2-node-1"},
+}}
+
+var testParams = Params{Window: time.Minute, Faults: 12, MinHold: 5 * time.Second, MaxHold: 30 * time.Second}
+
+func TestDrawReplaysASeed(t *testing.T) {
+	a, b := Draw(42, testTopology, testParams), Draw(42, testTopology, testParams)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("the same seed drew two schedules:\n%v\n%v", a, b)
+	}
+	if reflect.DeepEqual(a, Draw(43, testTopology, testParams)) {
+		t.Fatal("seeds 42 and 43 drew the same schedule")
+	}
+}
+
+func TestDrawKeepsOneFaultPerTarget(t *testing.T) {
+	for seed := range uint64(200) {
+		s := Draw(seed, testTopology, testParams)
+		if len(s) == 0 {
+			t.Fatalf("seed %d: empty schedule", seed)
+		}
+		for i, f := range s {
+			if f.At < 0 || f.At >= testParams.Window || f.Hold < testParams.MinHold || f.Hold > testParams.MaxHold {
+				t.Fatalf("seed %d: fault %v outside the parameters", seed, f)
+			}
+			if i > 0 && s[i-1].At > f.At {
+				t.Fatalf("seed %d: not sorted: %v", seed, s)
+			}
+			for _, g := range s[:i] {
+				if sameTarget(f, g) && f.At < g.At+g.Hold {
+					t.Fatalf("seed %d: %v overlaps %v on one target", seed, g, f)
+				}
+			}
+		}
+	}
+}
+
+// Over many seeds every kind, evidence and edit is drawn.
+func TestDrawCoversEveryKind(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := range uint64(200) {
+		for _, f := range Draw(seed, testTopology, testParams) {
+			seen[string(f.Kind)] = true
+			seen["evidence/"+f.Evidence] = true
+			seen["edit/"+f.Edit] = true
+		}
+	}
+	for _, k := range Kinds {
+		if !seen[string(k)] {
+			t.Errorf("kind %s never drawn", k)
+		}
+	}
+	for _, e := range evidences {
+		if !seen["evidence/"+e] {
+			t.Errorf("evidence %s never drawn", e)
+		}
+	}
+	for _, e := range edits {
+		if !seen["edit/"+e] {
+			t.Errorf("edit %s never drawn", e)
+		}
+	}
+}
+
+func sameTarget(a, b Fault) bool {
+	group := func(f Fault) string {
+		switch f.Kind {
+		case PowerOff, Replace, Partition, ForgedMarks:
+			return "node/" + f.Node
+		case APIKill, EtcdStop:
+			return "cp/" + f.Cluster
+		case ManagerKill, ManagerKillMidAction:
+			return "manager"
+		case PolicyEdit:
+			return "policy"
+		}
+		return string(f.Kind) + "/" + f.Cluster
+	}
+	return group(a) == group(b)
+}

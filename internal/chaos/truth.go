@@ -1,0 +1,123 @@
+package chaos
+
+import (
+	"sync"
+	"time"
+)
+
+// Truth is the lab's ground truth over time, as the runner made it: which
+// node processes were alive, when fedfailover ran and reached each member,
+// and which faults affected each member. Spans are recorded conservatively
+// for the checks: a node counts as alive from the moment its power-on
+// starts until its power-off has returned.
+type Truth struct {
+	mu    sync.Mutex
+	start time.Time
+	spans map[string][]span
+}
+
+type span struct{ from, to time.Time } // to is zero while open
+
+// Span keys.
+const (
+	// keyAlive + node: its kwok process exists (running or frozen).
+	keyAlive = "alive/"
+	// keyManagerDown: fedfailover is not running.
+	keyManagerDown = "manager-down"
+	// keyCut + member: fedfailover alone is cut off the member.
+	keyCut = "cut/"
+	// keyDown + member: the member's API server or etcd is down.
+	keyDown = "down/"
+	// keyFault + member: any fault that takes capacity from the member
+	// (node off or partitioned, control plane down, capacity exhausted).
+	keyFault = "fault/"
+	// keyCredential + member: its Secret just got a new token (instant).
+	keyCredential = "credential/"
+)
+
+// NewTruth starts a timeline in which every node of top is alive.
+func NewTruth(start time.Time, top Topology) *Truth {
+	t := &Truth{start: start, spans: map[string][]span{}}
+	for _, nodes := range top.Nodes {
+		for _, n := range nodes {
+			t.spans[keyAlive+n] = []span{{from: start}}
+		}
+	}
+	return t
+}
+
+// Open starts a span of key at at (a no-op when one is open).
+func (t *Truth) Open(key string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.spans[key]
+	if len(s) > 0 && s[len(s)-1].to.IsZero() {
+		return
+	}
+	t.spans[key] = append(s, span{from: at})
+}
+
+// Close ends the open span of key at at (a no-op when none is open).
+func (t *Truth) Close(key string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.spans[key]
+	if len(s) > 0 && s[len(s)-1].to.IsZero() {
+		s[len(s)-1].to = at
+	}
+}
+
+// Mark records an instant event of key.
+func (t *Truth) Mark(key string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.spans[key] = append(t.spans[key], span{from: at, to: at})
+}
+
+// covered reports whether a span of key contains at.
+func (t *Truth) covered(key string, at time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.spans[key] {
+		if !at.Before(s.from) && (s.to.IsZero() || !at.After(s.to)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Alive reports whether node's process may have been alive at at.
+func (t *Truth) Alive(node string, at time.Time) bool { return t.covered(keyAlive+node, at) }
+
+// quietSince returns when the last span of any key ended before at, or the
+// start of the timeline; ok is false while one of them covers at.
+func (t *Truth) quietSince(at time.Time, keys ...string) (since time.Time, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	since = t.start
+	for _, k := range keys {
+		for _, s := range t.spans[k] {
+			if s.from.After(at) {
+				continue
+			}
+			if s.to.IsZero() || s.to.After(at) {
+				return time.Time{}, false
+			}
+			if s.to.After(since) {
+				since = s.to
+			}
+		}
+	}
+	return since, true
+}
+
+// Reaches returns since when fedfailover has been running and reaching
+// member without interruption at at (ok false: it does not reach it now).
+func (t *Truth) Reaches(member string, at time.Time) (time.Time, bool) {
+	return t.quietSince(at, keyManagerDown, keyCut+member, keyDown+member, keyCredential+member)
+}
+
+// Undisturbed returns since when no fault has taken capacity from member.
+func (t *Truth) Undisturbed(member string, at time.Time) (time.Time, bool) {
+	return t.quietSince(at, keyFault+member)
+}

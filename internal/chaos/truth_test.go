@@ -1,0 +1,51 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+func TestTruthSpans(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tr := NewTruth(t0, testTopology)
+	if !tr.Alive("member1-node-0", at(5)) {
+		t.Fatal("a node is alive from the start")
+	}
+	tr.Close(keyAlive+"member1-node-0", at(10)) // powered off
+	tr.Open(keyAlive+"member1-node-0", at(30))  // powered on
+	for s, want := range map[int]bool{9: true, 10: true, 11: false, 29: false, 30: true, 99: true} {
+		if got := tr.Alive("member1-node-0", at(s)); got != want {
+			t.Errorf("Alive at +%ds = %v, want %v", s, got, want)
+		}
+	}
+	if tr.Alive("member3-node-0", at(5)) {
+		t.Error("an unknown node is never alive")
+	}
+
+	tr.Open(keyCut+"member1", at(20))
+	tr.Close(keyCut+"member1", at(40))
+	tr.Open(keyManagerDown, at(50))
+	tr.Close(keyManagerDown, at(55))
+	cases := []struct {
+		at    int
+		since int
+		ok    bool
+	}{{10, 0, true}, {25, 0, false}, {45, 40, true}, {52, 0, false}, {60, 55, true}}
+	for _, c := range cases {
+		since, ok := tr.Reaches("member1", at(c.at))
+		if ok != c.ok || (ok && !since.Equal(at(c.since))) {
+			t.Errorf("Reaches(member1, +%ds) = %v, %v; want +%ds, %v", c.at, since.Sub(t0), ok, c.since, c.ok)
+		}
+	}
+	if since, ok := tr.Reaches("member2", at(45)); !ok || !since.Equal(t0) {
+		t.Errorf("member2 was never cut: got %v %v", since, ok)
+	}
+	if since, ok := tr.Reaches("member2", at(60)); !ok || !since.Equal(at(55)) {
+		t.Errorf("the manager restart counts for every member: got %v %v", since.Sub(t0), ok)
+	}
+	tr.Mark(keyCredential+"member2", at(70))
+	if since, ok := tr.Reaches("member2", at(80)); !ok || !since.Equal(at(70)) {
+		t.Errorf("a rotated credential restarts the clock: got %v %v", since.Sub(t0), ok)
+	}
+}

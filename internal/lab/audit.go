@@ -1,0 +1,63 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+)
+
+const fileAuditPolicy = "audit-policy.yaml"
+
+// auditPolicy records every write. Writes by service accounts (the member
+// credentials kubefedctl join creates: kubefed and fedfailover) to Nodes,
+// Pods and VolumeAttachments are recorded with their request and response,
+// so a checker sees which taint a patch set and which node a deleted pod or
+// attachment was on. Reads are not recorded.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: RequestResponse
+  userGroups: ["system:serviceaccounts"]
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  resources:
+  - group: ""
+    resources: ["nodes", "pods"]
+  - group: "storage.k8s.io"
+    resources: ["volumeattachments"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+
+// AuditLogPath is the audit log of a cluster's API server (Options.AuditLog).
+func AuditLogPath(c *ClusterState) string { return filepath.Join(c.Dir, "logs", "audit.log") }
+
+// StopEtcd SIGKILLs a cluster's etcd: its API server stays up but can
+// neither read nor write, as when a member's datastore fails.
+func (l *Lab) StopEtcd(cluster string) error {
+	st, err := l.State()
+	if err != nil {
+		return err
+	}
+	p := st.Proc(cluster + "/" + CompEtcd)
+	if p == nil {
+		return fmt.Errorf("no etcd for cluster %q", cluster)
+	}
+	stopProc(p, 0)
+	return nil
+}
+
+// StartEtcd starts a stopped etcd again on its data and waits until healthy.
+func (l *Lab) StartEtcd(ctx context.Context, cluster string) error {
+	st, err := l.State()
+	if err != nil {
+		return err
+	}
+	c := st.Cluster(cluster)
+	if c == nil {
+		return fmt.Errorf("no cluster %q", cluster)
+	}
+	_, err = l.restartProc(ctx, cluster+"/"+CompEtcd, etcdHealthy(c.EtcdPort))
+	return err
+}

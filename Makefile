@@ -183,8 +183,19 @@ chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart (also 
 	$(call step,chart and kustomize options (test/chart))
 	@go test $(GO_TEST_FLAGS) ./test/chart/
 
+# The short fault campaign: fixed seeds, so every submission replays the
+# same schedules (docs/chaos.md).
+CHAOS_SHORT := --runs 3 --seed 1 --duration 40s --faults 5
+
+.PHONY: test-chaos
+test-chaos: $(LAB_TOOLS) ## The short fault campaign (3 runs, fixed seeds) on the local federation.
+	$(call step,building fedfailover-chaos)
+	@go build -o $(BIN)/fedfailover-chaos ./cmd/fedfailover-chaos
+	$(call step,short fault campaign ($(CHAOS_SHORT)))
+	@$(BIN)/fedfailover-chaos $(CHAOS_SHORT)
+
 .PHONY: test
-test: tools verify vet chart-check test-unit test-e2e ## Everything CI runs (except lint).
+test: tools verify vet chart-check test-unit test-e2e test-chaos ## Everything CI runs (except lint).
 
 ##@ Benchmarks (print a table; BENCH_JSON=FILE also writes JSON)
 .PHONY: bench-members
@@ -207,6 +218,18 @@ bench-recovery: $(LAB_TOOLS) ## Node recovery: fencing evidence and power-off to
 	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	$(call step,node recovery benchmark)
 	@$(BIN)/fedfailover-bench recovery $(BENCH_ARGS)
+
+##@ Fault campaign
+RUNS ?= 50
+SEED ?= 1000
+CHAOS_ARGS ?=
+
+.PHONY: chaos
+chaos: $(LAB_TOOLS) ## Fault campaign: RUNS random runs from SEED (CHAOS_ARGS adds flags, BENCH_JSON=FILE writes JSON).
+	$(call step,building fedfailover-chaos)
+	@go build -o $(BIN)/fedfailover-chaos ./cmd/fedfailover-chaos
+	$(call step,fault campaign: $(RUNS) runs from seed $(SEED))
+	@$(BIN)/fedfailover-chaos --runs $(RUNS) --seed $(SEED) --keep-going $(CHAOS_ARGS)
 
 ##@ Demo
 .PHONY: demo

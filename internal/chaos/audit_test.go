@@ -61,3 +61,17 @@ func TestAuditTailReadsWholeLinesOnce(t *testing.T) {
 		t.Fatalf("second read: %+v %v", acts, err)
 	}
 }
+
+func TestTokenSubject(t *testing.T) {
+	// header.payload.signature with payload {"sub":"system:serviceaccount:kube-federation-system:member1-host"}
+	tok := "e30.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6a3ViZS1mZWRlcmF0aW9uLXN5c3RlbTptZW1iZXIxLWhvc3QifQ.sig"
+	ns, name, err := tokenSubject(tok)
+	if err != nil || ns != "kube-federation-system" || name != "member1-host" {
+		t.Fatalf("tokenSubject = %q %q %v", ns, name, err)
+	}
+	for _, bad := range []string{"", "a.b", "e30.eyJzdWIiOiJhZG1pbiJ9.sig"} {
+		if _, _, err := tokenSubject(bad); err == nil {
+			t.Errorf("tokenSubject(%q): want an error", bad)
+		}
+	}
+}

@@ -64,6 +64,9 @@ const (
 
 var edits = []string{EditDryRun, EditPause, EditDelete, EditSelector}
 
+// capacityModes are lab.ExhaustCordon and lab.ExhaustFill.
+var capacityModes = []string{"cordon", "fill"}
+
 // Fault is one scheduled fault.
 type Fault struct {
 	Kind Kind `json:"kind"`
@@ -75,10 +78,17 @@ type Fault struct {
 	Node     string        `json:"node,omitempty"`
 	Evidence string        `json:"evidence,omitempty"`
 	Edit     string        `json:"edit,omitempty"`
+	// Mode is how capacity is exhausted (lab.ExhaustCordon or ExhaustFill).
+	Mode string `json:"mode,omitempty"`
 }
 
 func (f Fault) String() string {
-	s := fmt.Sprintf("+%4.0fs %-24s", f.At.Seconds(), f.Kind)
+	return fmt.Sprintf("+%4.0fs %s for %.0fs", f.At.Seconds(), f.Target(), f.Hold.Seconds())
+}
+
+// Target is the fault's kind, target and options.
+func (f Fault) Target() string {
+	s := fmt.Sprintf("%-24s", f.Kind)
 	switch {
 	case f.Node != "":
 		s += " " + f.Node
@@ -91,7 +101,10 @@ func (f Fault) String() string {
 	if f.Edit != "" {
 		s += " edit=" + f.Edit
 	}
-	return s + fmt.Sprintf(" for %.0fs", f.Hold.Seconds())
+	if f.Mode != "" {
+		s += " mode=" + f.Mode
+	}
+	return s
 }
 
 // Topology is what a schedule can target.
@@ -149,6 +162,7 @@ func Draw(seed uint64, top Topology, p Params) []Fault {
 			f.Cluster, target = member, "credential/"+member
 		case Capacity:
 			f.Cluster, target = member, "capacity/"+member
+			f.Mode = capacityModes[r.IntN(len(capacityModes))]
 		case ManagerKill, ManagerKillMidAction:
 			target = "manager"
 		case PolicyEdit:

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFlagsDefaultToTheSafeChoice(t *testing.T) {
@@ -30,13 +31,16 @@ func TestFlagsDefaultToTheSafeChoice(t *testing.T) {
 
 func TestFlagsAreWired(t *testing.T) {
 	o, err := parseFlags([]string{"--enable-machine-deletion", "--allow-insecure-member-endpoints",
-		"--metrics-cert-dir=/etc/metrics-certs", "--kubefed-namespace=fed"})
+		"--metrics-cert-dir=/etc/metrics-certs", "--kubefed-namespace=fed", "--member-sync-stall-timeout=5m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	op := operatorOptions(o)
 	if !op.NodeRecovery.EnableMachineDeletion || !op.Members.AllowInsecureEndpoints || op.KubefedNamespace != "fed" {
 		t.Errorf("operator options %+v: want Machine deletion, insecure member endpoints and namespace fed", op)
+	}
+	if op.Members.SyncStallTimeout != 5*time.Minute {
+		t.Errorf("member sync stall timeout %s, want 5m", op.Members.SyncStallTimeout)
 	}
 	m := metricsOptions(o)
 	if m.CertDir != "/etc/metrics-certs" || m.CertName != "tls.crt" || m.KeyName != "tls.key" {

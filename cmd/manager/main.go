@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,6 +46,7 @@ type options struct {
 	leaderElectionNS string
 	kubefedNamespace string
 	allowHTTPMembers bool
+	memberSyncStall  time.Duration
 	machineDeletion  bool
 	kubeconfig       string
 	kubeContext      string
@@ -64,6 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
 	fs.BoolVar(&o.allowHTTPMembers, "allow-insecure-member-endpoints", false, "Accept http:// member API endpoints, which send the member's bearer token in clear (never in production).")
+	fs.DurationVar(&o.memberSyncStall, "member-sync-stall-timeout", time.Minute, "Tear down a member connection whose first cache sync has read nothing for this long (a slow sync that keeps reading is never cut short); reconnects back off.")
 	fs.BoolVar(&o.machineDeletion, "enable-machine-deletion", false, "Let policies with fencing.requestMachineDeletion delete Cluster API Machines (needs the separate Machine deletion role of the installation).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
 	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
@@ -127,7 +130,7 @@ func checkMetricsCert(o options) error {
 func operatorOptions(o options) operator.Options {
 	return operator.Options{
 		KubefedNamespace: o.kubefedNamespace,
-		Members:          member.Options{AllowInsecureEndpoints: o.allowHTTPMembers},
+		Members:          member.Options{AllowInsecureEndpoints: o.allowHTTPMembers, SyncStallTimeout: o.memberSyncStall},
 		NodeRecovery:     noderecovery.Options{EnableMachineDeletion: o.machineDeletion},
 	}
 }

@@ -16,10 +16,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/metrics"
@@ -48,11 +50,29 @@ type Cache struct {
 	subsMu sync.Mutex
 	subs   map[int]func(cluster string)
 	nextID int
+
+	// synced brings the member controller back as soon as a connection's
+	// cache has synced.
+	synced chan event.TypedGenericEvent[*kubefedv1beta1.KubeFedCluster]
 }
 
 func newCache(opts Options, scheme *runtime.Scheme) *Cache {
 	return &Cache{opts: opts, scheme: scheme, now: time.Now, log: logr.Discard(),
-		members: map[string]*memberState{}, subs: map[int]func(string){}}
+		members: map[string]*memberState{}, subs: map[int]func(string){},
+		synced: make(chan event.TypedGenericEvent[*kubefedv1beta1.KubeFedCluster], 64)}
+}
+
+// onSynced returns the callback of a connection to kfc's member. It never
+// blocks: if the channel is full, the next periodic look sees the sync.
+func (c *Cache) onSynced(kfc *kubefedv1beta1.KubeFedCluster) func() {
+	key := &kubefedv1beta1.KubeFedCluster{}
+	key.Namespace, key.Name = kfc.Namespace, kfc.Name
+	return func() {
+		select {
+		case c.synced <- event.TypedGenericEvent[*kubefedv1beta1.KubeFedCluster]{Object: key}:
+		default:
+		}
+	}
 }
 
 // Start implements manager.Runnable: it tears every connection down when the
@@ -86,7 +106,7 @@ func (c *Cache) conn(cluster string) (*connection, error) {
 	if !ok {
 		return nil, &NotConnectedError{Cluster: cluster, Reason: "not a joined member"}
 	}
-	if m.conn == nil {
+	if !m.connected() {
 		return nil, &NotConnectedError{Cluster: cluster, Reason: m.reason}
 	}
 	return m.conn, nil
@@ -134,18 +154,27 @@ func (c *Cache) ServerVersion(cluster string) (*version.Info, error) {
 	return &v, nil
 }
 
-// Connected reports whether the member has a healthy connection.
+// Connected reports whether the member has a healthy connection whose
+// cache has synced.
 func (c *Cache) Connected(cluster string) bool {
 	_, err := c.conn(cluster)
 	return err == nil
 }
 
-// EverConnected reports whether this process has connected to the member
-// at least once. Until then a member that cannot be reached is unknown, not
-// failed: right after a start (or while a first list is slow) fedfailover's
-// own view proves nothing about it.
+// EverConnected reports whether this process has had a synced connection
+// to the member at least once.
 func (c *Cache) EverConnected(cluster string) bool {
 	return c.state(cluster).connectedOnce
+}
+
+// Unknown reports whether fedfailover's own view proves nothing about the
+// member: this process never had a synced connection to it (right after a
+// start, or while another replica owns it), or its API server answers and
+// its cache is still listing. Such a member is unknown to every job, never
+// failed. It is false while connected.
+func (c *Cache) Unknown(cluster string) bool {
+	m := c.state(cluster)
+	return !m.connected() && (!m.connectedOnce || m.syncing())
 }
 
 // ConnectedClusters lists the connected members, sorted.
@@ -154,7 +183,7 @@ func (c *Cache) ConnectedClusters() []string {
 	defer c.mu.RUnlock()
 	var out []string
 	for name, m := range c.members {
-		if m.conn != nil {
+		if m.connected() {
 			out = append(out, name)
 		}
 	}
@@ -249,12 +278,14 @@ func (c *Cache) MemberStatuses(ctx context.Context, names []string) []v1alpha1.M
 		m, ok := c.members[name]
 		var conn *connection
 		if ok {
-			s.Connected, s.Reason, s.Message = m.conn != nil, m.reason, m.message
+			s.Connected, s.Reason, s.Message = m.connected(), m.reason, m.message
 			if !m.lastProbe.IsZero() {
 				t := metav1.NewTime(m.lastProbe)
 				s.LastProbeTime = &t
 			}
-			conn = m.conn
+			if m.connected() {
+				conn = m.conn
+			}
 		}
 		c.mu.RUnlock()
 		if conn != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,7 +57,9 @@ type connection struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the cache has stopped
 
-	counts map[string]*atomic.Int64 // objects in the cache, by kind
+	counts   map[string]*atomic.Int64  // objects in the cache, by kind
+	progress []*kindProgress           // in cachedKinds order
+	syncedAt atomic.Pointer[time.Time] // when every informer had synced
 
 	mu      sync.Mutex
 	watches map[string]struct{}
@@ -64,10 +67,16 @@ type connection struct {
 	lastWatchErr atomic.Pointer[string]
 }
 
-// dial builds a connection and waits for its cache to sync. On error nothing
-// is left running.
-func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options) (_ *connection, err error) {
+// dial builds a connection and starts its cache; onSynced is called once
+// when the cache has synced. It does not wait for the sync: a first list
+// may take minutes, and the reconciler watches its progress (syncStatus).
+// On error nothing is left running.
+func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options, onSynced func()) (_ *connection, err error) {
 	cfg, dialer := trackConnections(cfg)
+	if o.WrapTransport != nil {
+		cfg.Wrap(o.WrapTransport)
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt} })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating HTTP client: %w", err)
@@ -100,8 +109,12 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	}
 
 	byObject := map[client.Object]cache.ByObject{}
+	byType := map[reflect.Type]*kindProgress{}
 	for _, k := range cachedKinds() {
-		byObject[k.obj] = cache.ByObject{Transform: k.transform}
+		p := &kindProgress{name: k.name}
+		c.progress = append(c.progress, p)
+		byType[reflect.TypeOf(k.obj)] = p
+		byObject[k.obj] = cache.ByObject{Transform: countObjects(k.transform, &p.objects)}
 	}
 	c.cache, err = cache.New(cfg, cache.Options{
 		HTTPClient: httpClient,
@@ -111,6 +124,12 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		// Reads of other kinds must not silently start informers.
 		ReaderFailOnMissingInformer: true,
 		DefaultTransform:            cache.TransformStripManagedFields(),
+		NewInformer: func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+			if p, ok := byType[reflect.TypeOf(obj)]; ok {
+				lw = withProgress(lw, p)
+			}
+			return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
+		},
 		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
 			msg := err.Error()
 			c.lastWatchErr.Store(&msg)
@@ -120,11 +139,12 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	if err != nil {
 		return nil, fmt.Errorf("creating cache: %w", err)
 	}
-	for _, k := range cachedKinds() {
-		inf, err := c.cache.GetInformer(cctx, k.obj)
+	for i, k := range cachedKinds() {
+		inf, err := c.cache.GetInformer(cctx, k.obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, fmt.Errorf("creating %s informer: %w", k.name, err)
 		}
+		c.progress[i].informer = inf
 		n := &atomic.Int64{}
 		c.counts[k.name] = n
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -147,21 +167,37 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		defer close(c.done)
 		_ = c.cache.Start(cacheCtx)
 	}()
-	sctx, scancel := context.WithTimeout(ctx, o.CacheSyncTimeout)
-	defer scancel()
-	if !c.cache.WaitForCacheSync(sctx) {
-		msg := "timed out"
-		if p := c.lastWatchErr.Load(); p != nil {
-			msg = *p
+	go func() {
+		// Returns false once the connection is stopped.
+		if c.cache.WaitForCacheSync(cacheCtx) {
+			now := time.Now()
+			c.syncedAt.Store(&now)
+			onSynced()
 		}
-		return nil, &cacheSyncError{msg: msg}
-	}
+	}()
 	return c, nil
 }
 
-type cacheSyncError struct{ msg string }
+// syncStatus reports how far the cache's first sync has come.
+func (c *connection) syncStatus() syncStatus {
+	st := syncStatus{synced: c.syncedAt.Load() != nil, kinds: make([]kindSync, 0, len(c.progress))}
+	for _, p := range c.progress {
+		k := kindSync{name: p.name, synced: p.informer.HasSynced(), objects: p.objects.Load()}
+		if !k.synced {
+			st.bytes += p.bytes.Load()
+		}
+		st.kinds = append(st.kinds, k)
+	}
+	return st
+}
 
-func (e *cacheSyncError) Error() string { return "cache did not sync: " + e.msg }
+// watchErr is the last error of an informer's list or watch, if any.
+func (c *connection) watchErr() string {
+	if p := c.lastWatchErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // stop stops the cache, waits for it and closes every TCP connection to the
 // member, so no goroutine of this connection outlives it. Never call it with

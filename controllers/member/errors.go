@@ -36,6 +36,7 @@ func (e *NotConnectedError) Is(target error) bool { return target == ErrNotConne
 // disconnects metric.
 const (
 	ReasonConnected          = "Connected"
+	ReasonSyncing            = "Syncing"
 	ReasonPending            = "Pending"
 	ReasonUnjoined           = "Unjoined"
 	ReasonSecretNotFound     = "SecretNotFound"

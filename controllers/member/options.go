@@ -3,6 +3,8 @@ package member
 import (
 	"time"
 
+	"k8s.io/client-go/transport"
+
 	"github.com/fedfailover/fedfailover/internal/defaults"
 )
 
@@ -28,10 +30,17 @@ type Options struct {
 	// false teardown costs a reconnect and a relist, nothing more.
 	// ConnectTimeout bounds the first requests of a new connection.
 	ConnectTimeout time.Duration
-	// CacheSyncTimeout bounds the initial list of the member's cache.
-	CacheSyncTimeout time.Duration
-	// RetryPeriod is how long to wait before connecting again after a failure.
-	RetryPeriod time.Duration
+	// SyncStallTimeout tears down a connection whose cache has not synced
+	// and whose list and watch requests read nothing for this long. A first
+	// list that keeps reading is never cut short, however long it takes
+	// (20,000 pods on a loaded member can take minutes).
+	SyncStallTimeout time.Duration
+	// RetryPeriod is how long to wait before connecting again after a
+	// failure; it doubles with each consecutive failed attempt (connect
+	// error, stalled sync, failed probes) up to MaxRetryPeriod, and starts
+	// again once a cache has synced or the member's configuration changed.
+	RetryPeriod    time.Duration
+	MaxRetryPeriod time.Duration
 	// StatusRefresh is how stale status.members[].lastProbeTime may get
 	// before a FailoverPolicy status is rewritten only to refresh it.
 	StatusRefresh time.Duration
@@ -49,6 +58,9 @@ type Options struct {
 	DisablePolicyStatus bool
 	// Shard shards members across replicas (off unless its Namespace is set).
 	Shard ShardOptions
+	// WrapTransport, if set, wraps the transport of every member connection
+	// (closest to the network), e.g. to trace or to slow requests in tests.
+	WrapTransport transport.WrapperFunc
 }
 
 func (o Options) withDefaults() Options {
@@ -56,12 +68,23 @@ func (o Options) withDefaults() Options {
 	defaults.Set(&o.ProbePeriod, 2*time.Second)
 	defaults.Set(&o.ProbeTimeout, 3*time.Second)
 	defaults.Set(&o.ConnectTimeout, 10*time.Second)
-	defaults.Set(&o.CacheSyncTimeout, 2*time.Minute)
+	defaults.Set(&o.SyncStallTimeout, time.Minute)
 	defaults.Set(&o.RetryPeriod, o.ProbePeriod)
+	defaults.Set(&o.MaxRetryPeriod, 30*time.Second)
 	defaults.Set(&o.StatusRefresh, time.Minute)
 	defaults.Set(&o.FailureThreshold, 2)
 	defaults.Set(&o.MaxConcurrentReconciles, 10)
 	defaults.Set(&o.QPS, 50)
 	defaults.Set(&o.Burst, 100)
 	return o
+}
+
+// retryDelay is how long to wait before attempt+1 after attempt consecutive
+// failed attempts (attempt >= 1): RetryPeriod doubled per failure, capped.
+func (o Options) retryDelay(attempt int) time.Duration {
+	d := o.RetryPeriod
+	for i := 1; i < attempt && d < o.MaxRetryPeriod; i++ {
+		d *= 2
+	}
+	return min(d, max(o.MaxRetryPeriod, o.RetryPeriod))
 }

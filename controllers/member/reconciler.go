@@ -2,7 +2,6 @@ package member
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +68,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if m.conn == nil {
 		return r.connect(ctx, kfc, cfg, fingerprint, token), nil
 	}
+	if m.syncing() {
+		if res, done := r.watchSync(ctx, kfc, m); done {
+			return res, nil
+		}
+	}
 	return r.probe(ctx, kfc, m), nil
 }
 
@@ -95,18 +99,20 @@ func (r *reconciler) restConfig(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 	return cfg, memberconfig.Fingerprint(kfc, secret), string(secret.Data[memberconfig.TokenKey]), "", nil
 }
 
+// connect dials the member and leaves its cache syncing (watchSync), unless
+// earlier attempts with the same inputs failed and the backoff has not
+// passed yet.
 func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, cfg *rest.Config, fingerprint, token string) ctrl.Result {
 	o := r.cache.opts
-	conn, err := dial(ctx, cfg, r.cache.scheme, o)
-	if err != nil {
-		reason := reasonFor(err)
-		if cse := (*cacheSyncError)(nil); errors.As(err, &cse) {
-			reason = ReasonCacheSyncFailed
-		}
-		r.disconnect(ctx, kfc, reason, redact(err.Error(), token))
-		return ctrl.Result{RequeueAfter: o.RetryPeriod}
+	if wait := r.cache.retryWait(kfc.Name, fingerprint); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}
 	}
-	prev, next, ok := r.cache.setConnected(kfc.Name, conn, fingerprint, token, connectedMessage(conn))
+	conn, err := dial(ctx, cfg, r.cache.scheme, o, r.cache.onSynced(kfc))
+	if err != nil {
+		r.disconnect(ctx, kfc, reasonFor(err), redact(err.Error(), token))
+		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, fingerprint)}
+	}
+	prev, next, ok := r.cache.setConnected(kfc.Name, conn, fingerprint, token, syncingMessage(conn.syncStatus(), 0, ""))
 	if !ok {
 		conn.stop()
 		if !r.cache.keepsConnection(kfc.Name) {
@@ -114,9 +120,36 @@ func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedClu
 		}
 		return ctrl.Result{}
 	}
-	setCacheMetrics(kfc.Name, conn)
 	r.transition(ctx, kfc, prev, next)
 	return ctrl.Result{RequeueAfter: o.ProbePeriod}
+}
+
+// watchSync looks at a connection whose cache is syncing: it makes the
+// member connected once the cache has synced, and tears down a connection
+// that read nothing for SyncStallTimeout. done is false while the sync goes
+// on: the connection is then probed like any other.
+func (r *reconciler) watchSync(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, m memberState) (_ ctrl.Result, done bool) {
+	o := r.cache.opts
+	now := r.cache.now()
+	st := m.conn.syncStatus()
+	if st.synced {
+		prev, next, took, ok := r.cache.setSynced(kfc.Name, m.conn, connectedMessage(m.conn))
+		if ok {
+			metrics.MemberCacheSyncDuration.WithLabelValues(kfc.Name).Observe(took.Seconds())
+			setCacheMetrics(kfc.Name, m.conn)
+			r.transition(ctx, kfc, prev, next)
+		}
+		return ctrl.Result{RequeueAfter: o.ProbePeriod}, true
+	}
+	progress, stalled := m.progress.advance(st, now, o.SyncStallTimeout)
+	msg := syncingMessage(st, now.Sub(m.syncStart), redact(m.conn.watchErr(), m.token))
+	if stalled {
+		r.disconnect(ctx, kfc, ReasonCacheSyncFailed,
+			fmt.Sprintf("cache sync made no progress for %s, torn down; %s", o.SyncStallTimeout, msg))
+		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, m.fingerprint)}, true
+	}
+	r.cache.syncProgressed(kfc.Name, m.conn, progress, msg)
+	return ctrl.Result{}, false
 }
 
 func connectedMessage(conn *connection) string {
@@ -137,8 +170,10 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 
 	if err == nil {
 		metrics.MemberProbeDuration.WithLabelValues(kfc.Name, metrics.ProbeSuccess).Observe(elapsed.Seconds())
-		setCacheMetrics(kfc.Name, m.conn)
-		r.cache.probeSucceeded(kfc.Name, m.conn, now, connectedMessage(m.conn))
+		if m.synced {
+			setCacheMetrics(kfc.Name, m.conn)
+		}
+		r.cache.probeSucceeded(kfc.Name, m.conn, now)
 		return ctrl.Result{RequeueAfter: o.ProbePeriod}
 	}
 
@@ -151,7 +186,7 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 			reason = ReasonProbeFailed
 		}
 		r.disconnect(ctx, kfc, reason, msg)
-		return ctrl.Result{RequeueAfter: o.RetryPeriod}
+		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, m.fingerprint)}
 	}
 	ctrl.LoggerFrom(ctx).Info("Member probe failed", "failures", failures, "threshold", o.FailureThreshold, "reason", reason, "error", msg)
 	r.cache.probeFailed(kfc.Name, m.conn, now, failures)
@@ -206,10 +241,15 @@ func (r *reconciler) transition(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 		return
 	}
 	log := ctrl.LoggerFrom(ctx)
-	if next.connected {
+	switch {
+	case next.connected:
 		log.Info("Member cluster connected", "reason", next.reason, "message", next.message)
 		r.recorder.Eventf(kfc, nil, corev1.EventTypeNormal, next.reason, "Connect", "%s", next.message)
-	} else {
+	case next.reason == ReasonSyncing:
+		log.Info("Member cluster reachable, cache syncing: unknown until synced")
+		r.recorder.Eventf(kfc, nil, corev1.EventTypeNormal, next.reason, "Connect",
+			"API server reachable and credentials accepted; the member stays unknown until its cache has synced")
+	default:
 		log.Info("Member cluster not connected", "reason", next.reason, "message", next.message)
 		r.recorder.Eventf(kfc, nil, corev1.EventTypeWarning, next.reason, "Disconnect", "%s", next.message)
 	}

@@ -93,6 +93,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 			&handler.TypedEnqueueRequestForObject[*kubefedv1beta1.KubeFedCluster]{}, kfcChanged)).
 		WatchesRawSource(source.Kind(kubefed.GetCache(), &corev1.Secret{},
 			handler.TypedEnqueueRequestsFromMapFunc(secretToClusters))).
+		WatchesRawSource(source.Channel(c.synced, &handler.TypedEnqueueRequestForObject[*kubefedv1beta1.KubeFedCluster]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			// Sharded, every replica connects to the members it owns.
 			NeedLeaderElection: ptr.To(!c.Sharded())})

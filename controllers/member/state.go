@@ -6,14 +6,30 @@ import "time"
 // methods read or change it, under Cache.mu; the reconciler decides and
 // calls them (as cluster-api's clusterAccessor keeps its lockedState).
 type memberState struct {
-	conn            *connection // nil while not connected
+	conn            *connection // nil while not connected; its cache may still be syncing
+	synced          bool        // conn's cache has synced: only then is the member connected
 	fingerprint     string      // of the inputs conn was built from
 	token           string      // only to redact messages
 	reason, message string
 	lastProbe       time.Time
 	failures        int  // consecutive failed probes of conn
 	connectedOnce   bool // by this process: before that, nothing is known of the member
+	// While conn syncs: since when, and its last progress (syncprogress.go).
+	syncStart time.Time
+	progress  syncProgress
+	// Backoff: consecutive failed attempts since the last synced cache, and
+	// when the inputs they were made with may be tried again.
+	attempts         int
+	retryAt          time.Time
+	retryFingerprint string
 }
+
+// connected is true once a connection's cache has synced.
+func (m *memberState) connected() bool { return m.conn != nil && m.synced }
+
+// syncing is true while a connection's cache lists: nothing is known of the
+// member's objects yet.
+func (m *memberState) syncing() bool { return m.conn != nil && !m.synced }
 
 // connState is the part of a member's state whose changes are reported
 // (log, event, metric, subscribers).
@@ -23,7 +39,7 @@ type connState struct {
 }
 
 func (m *memberState) snapshot() connState {
-	return connState{connected: m.conn != nil, reason: m.reason, message: m.message}
+	return connState{connected: m.connected(), reason: m.reason, message: m.message}
 }
 
 // changed is true when subscribers must hear about the transition.
@@ -50,9 +66,9 @@ func (c *Cache) stateLocked(cluster string) *memberState {
 	return m
 }
 
-// setConnected installs a new connection. After the Cache stopped, or when
-// this replica no longer holds the member's Lease, it is refused (ok false)
-// and the caller must stop conn.
+// setConnected installs a new connection whose cache syncs until
+// setSynced. After the Cache stopped, or when this replica no longer holds
+// the member's Lease, it is refused (ok false) and the caller must stop conn.
 func (c *Cache) setConnected(cluster string, conn *connection, fingerprint, token, message string) (prev, next connState, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,10 +79,57 @@ func (c *Cache) setConnected(cluster string, conn *connection, fingerprint, toke
 	}
 	m := c.stateLocked(cluster)
 	prev = m.snapshot()
-	m.conn, m.fingerprint, m.token, m.connectedOnce = conn, fingerprint, token, true
-	m.failures, m.lastProbe = 0, c.now()
-	m.reason, m.message = ReasonConnected, message
+	now := c.now()
+	m.conn, m.synced, m.fingerprint, m.token = conn, false, fingerprint, token
+	m.failures, m.lastProbe = 0, now
+	m.syncStart, m.progress = now, syncProgress{at: now}
+	m.reason, m.message = ReasonSyncing, message
 	return prev, m.snapshot(), true
+}
+
+// setSynced makes conn, whose cache has synced, the member's connection.
+// ok is false when conn was torn down meanwhile.
+func (c *Cache) setSynced(cluster string, conn *connection, message string) (prev, next connState, syncTime time.Duration, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, found := c.members[cluster]
+	if !found || m.conn != conn || m.synced {
+		return connState{}, connState{}, 0, false
+	}
+	prev = m.snapshot()
+	m.synced, m.connectedOnce, m.attempts = true, true, 0
+	m.reason, m.message = ReasonConnected, message
+	return prev, m.snapshot(), c.now().Sub(m.syncStart), true
+}
+
+// syncProgressed records a look at a syncing conn.
+func (c *Cache) syncProgressed(cluster string, conn *connection, p syncProgress, message string) {
+	c.update(cluster, conn, func(s *memberState) { s.progress, s.message = p, message })
+}
+
+// retryWait is how long a connection attempt with these inputs must still
+// wait after earlier failures (zero: try now). New inputs are tried at once.
+func (c *Cache) retryWait(cluster, fingerprint string) time.Duration {
+	m := c.state(cluster)
+	if m.attempts == 0 || m.retryFingerprint != fingerprint {
+		return 0
+	}
+	return max(m.retryAt.Sub(c.now()), 0)
+}
+
+// backOff counts a failed attempt made with fingerprint and returns how long
+// to wait before the next one.
+func (c *Cache) backOff(cluster, fingerprint string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.stateLocked(cluster)
+	if m.retryFingerprint != fingerprint {
+		m.attempts = 0
+	}
+	m.attempts++
+	d := c.opts.retryDelay(m.attempts)
+	m.retryAt, m.retryFingerprint = c.now().Add(d), fingerprint
+	return d
 }
 
 // setDisconnected records why the member is not connected and stops its
@@ -77,7 +140,7 @@ func (c *Cache) setDisconnected(cluster, reason, message string) (prev, next con
 	prev = m.snapshot()
 	conn := m.conn
 	m.reason, m.message, m.failures = reason, redact(message, m.token), 0
-	m.conn, m.fingerprint, m.token = nil, "", ""
+	m.conn, m.synced, m.fingerprint, m.token = nil, false, "", ""
 	next = m.snapshot()
 	c.mu.Unlock()
 	if conn != nil {
@@ -104,8 +167,13 @@ func (c *Cache) forget(cluster string) (known, wasConnected bool) {
 
 // probeSucceeded and probeFailed record a probe of conn; a concurrent
 // teardown or reconnect wins (the probe was of a connection now gone).
-func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time, message string) {
-	c.update(cluster, conn, func(s *memberState) { s.lastProbe, s.failures, s.message = at, 0, message })
+func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time) {
+	c.update(cluster, conn, func(s *memberState) {
+		s.lastProbe, s.failures = at, 0
+		if s.synced {
+			s.message = connectedMessage(conn)
+		}
+	})
 }
 
 func (c *Cache) probeFailed(cluster string, conn *connection, at time.Time, failures int) {

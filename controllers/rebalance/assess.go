@@ -19,8 +19,9 @@ type observation struct {
 	// KubefedReady is kubefed's own verdict; with Healthy false it means
 	// only fedfailover sees the member failing.
 	KubefedReady bool
-	// Unknown: kubefed reports the member Ready and this process has never
-	// connected to it yet (startup grace): it keeps what it holds.
+	// Unknown: kubefed reports the member Ready and fedfailover's own view
+	// proves nothing (member.Cache.Unknown: never connected by this
+	// process, or its cache still syncing): it keeps what it holds.
 	Unknown bool
 	// Running counts the workload's Running, Ready, non-terminating pods.
 	Running int64

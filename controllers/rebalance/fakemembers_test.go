@@ -47,8 +47,8 @@ func (f *fakeMembers) KubeFedClusters(_ context.Context, _ labels.Selector) ([]k
 	return out, nil
 }
 
-func (f *fakeMembers) Connected(c string) bool     { return !f.down[c] }
-func (f *fakeMembers) EverConnected(c string) bool { return true }
+func (f *fakeMembers) Connected(c string) bool { return !f.down[c] }
+func (f *fakeMembers) Unknown(string) bool     { return false }
 func (f *fakeMembers) GetReader(_ context.Context, c string) (client.Reader, error) {
 	if f.down[c] {
 		return nil, member.ErrNotConnected

@@ -137,7 +137,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 	switch {
 	case !kubefedOK:
 		return observation{}, nil
-	case !r.members.Connected(cluster) && !r.members.EverConnected(cluster):
+	case r.members.Unknown(cluster):
 		return observation{KubefedReady: true, Unknown: true}, nil
 	case !r.members.Connected(cluster):
 		return observation{KubefedReady: true}, nil

@@ -31,7 +31,9 @@ import (
 type members interface {
 	KubeFedClusters(ctx context.Context, sel labels.Selector) ([]kubefedv1beta1.KubeFedCluster, error)
 	Connected(cluster string) bool
-	EverConnected(cluster string) bool
+	// Unknown: fedfailover's own view proves nothing about the member
+	// (never connected by this process, or its cache still syncing).
+	Unknown(cluster string) bool
 	GetReader(ctx context.Context, cluster string) (client.Reader, error)
 	GetClient(ctx context.Context, cluster string) (client.Client, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error

@@ -31,6 +31,16 @@ var (
 		Help:      "Objects held in the member cluster cache, by kind.",
 	}, []string{ClusterLabel, "kind"})
 
+	// MemberCacheSyncDuration is how long a connection's cache took to sync
+	// (its first list of every cached kind), observed when it has synced.
+	MemberCacheSyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Subsystem: "member",
+		Name:      "cache_sync_duration_seconds",
+		Help:      "Time from connecting to a member cluster until its cache had synced.",
+		Buckets:   []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
+	}, []string{ClusterLabel})
+
 	// MemberDisconnects counts connections torn down, by reason.
 	MemberDisconnects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace,
@@ -47,5 +57,5 @@ const (
 )
 
 func init() {
-	mustRegister(MemberConnected, MemberProbeDuration, MemberCacheObjects, MemberDisconnects)
+	mustRegister(MemberConnected, MemberProbeDuration, MemberCacheObjects, MemberCacheSyncDuration, MemberDisconnects)
 }

@@ -55,7 +55,7 @@ func testOptions() member.Options {
 		ProbeTimeout:     2 * time.Second,
 		FailureThreshold: 3,
 		ConnectTimeout:   3 * time.Second,
-		CacheSyncTimeout: 15 * time.Second,
+		SyncStallTimeout: 15 * time.Second,
 		RetryPeriod:      500 * time.Millisecond,
 		StatusRefresh:    2 * time.Second,
 	}

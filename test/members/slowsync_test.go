@@ -1,0 +1,296 @@
+package members
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/transport"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+)
+
+const mSyncDuration = "fedfailover_member_cache_sync_duration_seconds"
+
+// podLists slows or stalls the responses to one member API server's pod
+// list and watch requests, as a loaded API server does, and records when
+// each initial list (a list, or a watch that sends the initial events)
+// started.
+type podLists struct {
+	host string
+	// slowFor > 0: each response body hands out at most chunk bytes per
+	// read, one read per every, for slowFor after its request started.
+	slowFor, every time.Duration
+	chunk          int
+	// stall: response bodies never hand out a byte.
+	stall bool
+
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (p *podLists) wrap() transport.WrapperFunc {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return wrapped{rt: rt, f: func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err != nil || req.URL.Host != p.host || req.Method != http.MethodGet || req.URL.Path != "/api/v1/pods" {
+				return resp, err
+			}
+			q := req.URL.Query()
+			if q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true" {
+				p.mu.Lock()
+				p.starts = append(p.starts, time.Now())
+				p.mu.Unlock()
+			}
+			switch {
+			case p.stall:
+				resp.Body = &stalledBody{ReadCloser: resp.Body, ctx: req.Context(), closed: make(chan struct{})}
+			case p.slowFor > 0:
+				resp.Body = &slowBody{ReadCloser: resp.Body, until: time.Now().Add(p.slowFor), every: p.every, chunk: p.chunk}
+			}
+			return resp, nil
+		}}
+	}
+}
+
+// initialLists returns when each initial pod list started.
+func (p *podLists) initialLists() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.starts)
+}
+
+// wrapped is a RoundTripper around rt that closing idle connections sees
+// through.
+type wrapped struct {
+	rt http.RoundTripper
+	f  func(*http.Request) (*http.Response, error)
+}
+
+func (w wrapped) RoundTrip(r *http.Request) (*http.Response, error) { return w.f(r) }
+func (w wrapped) WrappedRoundTripper() http.RoundTripper            { return w.rt }
+
+// slowBody is a response arriving a little at a time: it keeps coming, so
+// the list makes progress, but slowly.
+type slowBody struct {
+	io.ReadCloser
+	until time.Time
+	every time.Duration
+	chunk int
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if time.Now().Before(b.until) {
+		time.Sleep(b.every) // the simulated server's pace, not a synchronisation
+		p = p[:min(len(p), b.chunk)]
+	}
+	return b.ReadCloser.Read(p)
+}
+
+// stalledBody never hands out a byte: an API server that accepted the
+// request and then sent nothing.
+type stalledBody struct {
+	io.ReadCloser
+	ctx       context.Context
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (b *stalledBody) Read([]byte) (int, error) {
+	select {
+	case <-b.ctx.Done():
+		return 0, b.ctx.Err()
+	case <-b.closed:
+		return 0, io.ErrClosedPipe
+	}
+}
+
+func (b *stalledBody) Close() error {
+	b.closeOnce.Do(func() { close(b.closed) })
+	return b.ReadCloser.Close()
+}
+
+// makePods creates n pods in the member, so its pod list is more than the
+// few bytes a slow body lets through in its slow phase.
+func makePods(t *testing.T, m *memberEnv, prefix string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-%d", prefix, i)},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+		}
+		if err := m.client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.client.Delete(context.Background(), p) })
+	}
+}
+
+// wantUnknown checks that a syncing member is unknown to every job: not
+// connected, no client, not listed, unknown (the rebalance rule).
+func wantUnknown(h *harness, cluster string) error {
+	st := h.cache.MemberStatuses(context.Background(), []string{cluster})[0]
+	switch {
+	case st.Connected || st.Reason != member.ReasonSyncing:
+		return errorf("status connected=%v reason=%s message=%q, want Syncing", st.Connected, st.Reason, st.Message)
+	case !strings.HasPrefix(st.Message, "syncing for "):
+		return errorf("message %q, want the sync's progress", st.Message)
+	case !h.cache.Unknown(cluster) || h.cache.Connected(cluster):
+		return errorf("unknown=%v connected=%v, want unknown and not connected", h.cache.Unknown(cluster), h.cache.Connected(cluster))
+	case slices.Contains(h.cache.ConnectedClusters(), cluster):
+		return errorf("listed in ConnectedClusters")
+	}
+	if _, err := h.cache.GetUncachedClient(context.Background(), cluster); !errors.Is(err, member.ErrNotConnected) {
+		return errorf("GetUncachedClient while syncing: %v, want ErrNotConnected", err)
+	}
+	return nil
+}
+
+func countEvents(t *testing.T, f *federation, cluster, reason string) int {
+	n := 0
+	for _, e := range f.events(t, cluster) {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+func hostOf(t *testing.T, m *memberEnv) string {
+	t.Helper()
+	u, err := url.Parse(m.cfg.Host)
+	must(t, err)
+	return u.Host
+}
+
+// A first pod list that takes three times the stall timeout but keeps
+// reading is not cut short: one list, no reconnect, and meanwhile the
+// member is unknown (syncing), never failed.
+func TestSlowFirstListStillConnects(t *testing.T) {
+	f := env(t)
+	alpha := f.members["alpha"]
+	makePods(t, alpha, "slow", 30)
+	// 64 bytes every 200 ms for 6 s: about 2 KB of a list of 30 pods.
+	const slowFor = 6 * time.Second
+	lists := &podLists{host: hostOf(t, alpha), slowFor: slowFor, every: 200 * time.Millisecond, chunk: 64}
+	opts := testOptions()
+	opts.SyncStallTimeout = 2 * time.Second
+	opts.WrapTransport = lists.wrap()
+	h := startManager(t, f, opts)
+
+	f.join(t, "alpha", "slow", nil)
+	eventually(t, 5*time.Second, "slow syncing", func() error {
+		if len(lists.initialLists()) == 0 {
+			return errorf("no pod list yet")
+		}
+		return wantUnknown(h, "slow")
+	})
+	// Meanwhile: unknown throughout, and the message counts what came in.
+	progressed := false
+	eventually(t, 3*slowFor, "slow connected", func() error {
+		if h.cache.Connected("slow") {
+			return nil
+		}
+		if err := wantUnknown(h, "slow"); err != nil {
+			t.Fatalf("while syncing: %v", err)
+		}
+		msg := h.cache.MemberStatuses(context.Background(), []string{"slow"})[0].Message
+		progressed = progressed || (strings.Contains(msg, "Pods received") && !strings.Contains(msg, "; 0 B read"))
+		return errorf("still syncing")
+	})
+	starts := lists.initialLists()
+	if took := time.Since(starts[0]); took < slowFor {
+		t.Errorf("connected %s after the first pod list started, before its slow phase (%s) ended: was it slowed?", took, slowFor)
+	}
+	if len(starts) != 1 {
+		t.Errorf("%d initial pod lists, want 1: the slow list was restarted", len(starts))
+	}
+	if !progressed {
+		t.Error("the syncing message never showed pods and bytes received")
+	}
+	h.waitState(t, time.Second, "slow", true, member.ReasonConnected)
+	if h.cache.Unknown("slow") {
+		t.Error("connected, still unknown")
+	}
+	if n, _ := series(t, mSyncDuration, "slow"); n != 1 {
+		t.Errorf("%s{cluster=slow} has %v samples, want 1", mSyncDuration, n)
+	}
+	if n, _ := series(t, mDisconnect, "slow", "reason", member.ReasonCacheSyncFailed); n != 0 {
+		t.Errorf("%v teardowns for a stalled sync, want none", n)
+	}
+	eventually(t, 5*time.Second, "Syncing and Connected events", func() error {
+		if s, c := countEvents(t, f, "slow", member.ReasonSyncing), countEvents(t, f, "slow", member.ReasonConnected); s != 1 || c != 1 {
+			return errorf("%d Syncing and %d Connected events, want one each", s, c)
+		}
+		return nil
+	})
+	c, err := h.cache.GetReader(context.Background(), "slow")
+	must(t, err)
+	var pods corev1.PodList
+	must(t, c.List(context.Background(), &pods, client.InNamespace("default")))
+	if len(pods.Items) < 30 {
+		t.Errorf("%d pods in the cache, want at least 30", len(pods.Items))
+	}
+}
+
+// A list that reads nothing at all is torn down after the stall timeout,
+// and the attempts that follow wait longer each time (RetryPeriod doubled
+// per failure). The member stays unknown: it was never synced.
+func TestStalledFirstListIsRetriedWithBackoff(t *testing.T) {
+	f := env(t)
+	beta := f.members["beta"]
+	lists := &podLists{host: hostOf(t, beta), stall: true}
+	opts := testOptions()
+	opts.SyncStallTimeout = 2 * time.Second
+	opts.RetryPeriod, opts.MaxRetryPeriod = time.Second, 8*time.Second
+	opts.WrapTransport = lists.wrap()
+	h := startManager(t, f, opts)
+
+	f.join(t, "beta", "stalled", nil)
+	eventually(t, 5*time.Second, "stalled syncing", func() error {
+		if len(lists.initialLists()) == 0 {
+			return errorf("no pod list yet")
+		}
+		return wantUnknown(h, "stalled")
+	})
+	h.waitState(t, 2*opts.SyncStallTimeout+2*opts.ProbePeriod, "stalled", false, member.ReasonCacheSyncFailed)
+	if !h.cache.Unknown("stalled") {
+		t.Error("a member never synced counts as known after a stalled sync")
+	}
+	// Four attempts: delays of 1, 2 and 4 s after each teardown.
+	eventually(t, 40*time.Second, "four attempts", func() error {
+		if n := len(lists.initialLists()); n < 4 {
+			return errorf("%d attempts", n)
+		}
+		return nil
+	})
+	s := lists.initialLists()
+	gaps := []time.Duration{s[1].Sub(s[0]), s[2].Sub(s[1]), s[3].Sub(s[2])}
+	// Each gap is the stall timeout, up to one look (ProbePeriod) to see
+	// it, and the backoff delay.
+	if low := opts.SyncStallTimeout + opts.RetryPeriod - 100*time.Millisecond; gaps[0] < low {
+		t.Errorf("first retry %s after the first attempt, want at least stall + retry period (%s)", gaps[0], low)
+	}
+	if gaps[2]-gaps[0] < 3*opts.RetryPeriod-opts.ProbePeriod-100*time.Millisecond {
+		t.Errorf("gaps between attempts %v: want them to grow (backoff 1s, 2s, 4s)", gaps)
+	}
+	if n, _ := series(t, mDisconnect, "stalled", "reason", member.ReasonCacheSyncFailed); n < 3 {
+		t.Errorf("%v stalled-sync teardowns counted, want at least 3", n)
+	}
+	if n, _ := series(t, mSyncDuration, "stalled"); n != 0 {
+		t.Errorf("%s{cluster=stalled} has %v samples, want none", mSyncDuration, n)
+	}
+}

@@ -70,7 +70,9 @@ func (o Options) withDefaults() Options {
 	defaults.Set(&o.ConnectTimeout, 10*time.Second)
 	defaults.Set(&o.SyncStallTimeout, time.Minute)
 	defaults.Set(&o.RetryPeriod, o.ProbePeriod)
-	defaults.Set(&o.MaxRetryPeriod, 30*time.Second)
+	// A member that comes back is seen within 10 s, kubefed's own health
+	// check period: backoff must not delay failback more than kubefed would.
+	defaults.Set(&o.MaxRetryPeriod, 10*time.Second)
 	defaults.Set(&o.StatusRefresh, time.Minute)
 	defaults.Set(&o.FailureThreshold, 2)
 	defaults.Set(&o.MaxConcurrentReconciles, 10)

@@ -8,10 +8,13 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedv1b1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -112,6 +115,8 @@ func hasTaint(n *corev1.Node, key string) bool {
 // attached to exactly its node; every RSP at its baseline and every
 // federated Deployment fully Running; no NodeRecovery record still open;
 // every policy Ready. It returns what is not yet so.
+//
+// Federated Deployments are judged by each member Deployment's own status.
 func (c *Campaign) converged(ctx context.Context) (bool, string) {
 	for _, m := range c.members {
 		if ok, why := c.memberConverged(ctx, m); !ok {
@@ -129,16 +134,29 @@ func (c *Campaign) converged(ctx context.Context) (bool, string) {
 				return false, fmt.Sprintf("RSP %s not at its baseline: %+v", w, rsp.Spec.Clusters)
 			}
 		}
+		// Each member's Deployment as kubefed wrote it, with its own
+		// ReplicaSets' pods ready: a ReplicaSet left by a Deployment that
+		// kubefed deleted and re-created (garbage collection after a member
+		// API server restart can miss it) is the member's, not the
+		// federation's.
 		total := 0
 		for _, m := range c.members {
-			n, err := c.runningPods(ctx, m, ns, name)
+			var d appsv1.Deployment
+			err := c.clients[m].Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
 			if err != nil {
 				return false, err.Error()
 			}
-			total += n
+			want := ptr.Deref(d.Spec.Replicas, 1)
+			if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != want || d.Status.ReadyReplicas != want {
+				return false, fmt.Sprintf("%s on %s: %d of %d replicas ready and updated", w, m, d.Status.ReadyReplicas, want)
+			}
+			total += int(want)
 		}
 		if total != webTotal {
-			return false, fmt.Sprintf("%s: %d of %d replicas Running", w, total, webTotal)
+			return false, fmt.Sprintf("%s: %d replicas placed, want %d", w, total, webTotal)
 		}
 	}
 	var recs v1alpha1.NodeRecoveryList

@@ -66,9 +66,11 @@ type Campaign struct {
 	tails       []*auditTail
 }
 
+// logf prints a progress line stamped with the wall clock, the clock of
+// the audit logs and the manager's log.
 func (c *Campaign) logf(format string, args ...any) {
 	if c.cfg.Logf != nil {
-		c.cfg.Logf(format, args...)
+		c.cfg.Logf("%s "+format, append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 	}
 }
 

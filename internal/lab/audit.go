@@ -12,7 +12,9 @@ const fileAuditPolicy = "audit-policy.yaml"
 // credentials kubefedctl join creates: kubefed and fedfailover) to Nodes,
 // Pods and VolumeAttachments are recorded with their request and response,
 // so a checker sees which taint a patch set and which node a deleted pod or
-// attachment was on. Reads are not recorded.
+// attachment was on. Writes to RSPs and FederatedDeployments carry their
+// request, so a run's placement history can be read back. Reads are not
+// recorded.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -25,6 +27,13 @@ rules:
     resources: ["nodes", "pods"]
   - group: "storage.k8s.io"
     resources: ["volumeattachments"]
+- level: Request
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: "scheduling.kubefed.io"
+    resources: ["replicaschedulingpreferences"]
+  - group: "types.kubefed.io"
+    resources: ["federateddeployments"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None

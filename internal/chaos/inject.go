@@ -132,10 +132,20 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 			return err
 		}, nil
 	case PolicyEdit:
+		noWrites := f.Edit == EditPause || f.Edit == EditDryRun
+		if noWrites {
+			tr.Open(keyNoWrites, now())
+		}
 		if err := c.editPolicy(ctx, f.Edit); err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) error { return c.resetPolicy(ctx, livePolicyYAML) }, nil
+		return func(ctx context.Context) error {
+			err := c.resetPolicy(ctx, livePolicyYAML)
+			if err == nil && noWrites {
+				tr.Close(keyNoWrites, now())
+			}
+			return err
+		}, nil
 	case ForgedMarks:
 		return noUndo, c.forgeMarks(ctx, f.Cluster, f.Node)
 	}

@@ -209,7 +209,12 @@ func (c *Campaign) clearAll(ctx context.Context, tr *Truth) error {
 		}
 		errs = append(errs, c.lab.RestoreCapacity(ctx, cs.Name))
 	}
-	errs = append(errs, c.resetPolicy(ctx, livePolicyYAML), c.startManager(tr))
+	if err := c.resetPolicy(ctx, livePolicyYAML); err != nil {
+		errs = append(errs, err)
+	} else {
+		tr.Close(keyNoWrites, time.Now())
+	}
+	errs = append(errs, c.startManager(tr))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("clearing the faults: %w", err)
 	}

@@ -33,6 +33,9 @@ const (
 	keyFault = "fault/"
 	// keyCredential + member: its Secret just got a new token (instant).
 	keyCredential = "credential/"
+	// keyNoWrites: the live policy is paused or in dry run: the user asked
+	// fedfailover to write nothing to members, taint removals included.
+	keyNoWrites = "no-writes"
 )
 
 // NewTruth starts a timeline in which every node of top is alive.
@@ -111,10 +114,11 @@ func (t *Truth) quietSince(at time.Time, keys ...string) (since time.Time, ok bo
 	return since, true
 }
 
-// Reaches returns since when fedfailover has been running and reaching
-// member without interruption at at (ok false: it does not reach it now).
+// Reaches returns since when fedfailover has been running, reaching member
+// and allowed to write to it, without interruption at at (ok false: not
+// now).
 func (t *Truth) Reaches(member string, at time.Time) (time.Time, bool) {
-	return t.quietSince(at, keyManagerDown, keyCut+member, keyDown+member, keyCredential+member)
+	return t.quietSince(at, keyManagerDown, keyCut+member, keyDown+member, keyCredential+member, keyNoWrites)
 }
 
 // Undisturbed returns since when no fault has taken capacity from member.

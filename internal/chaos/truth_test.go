@@ -44,6 +44,11 @@ func TestTruthSpans(t *testing.T) {
 	if since, ok := tr.Reaches("member2", at(60)); !ok || !since.Equal(at(55)) {
 		t.Errorf("the manager restart counts for every member: got %v %v", since.Sub(t0), ok)
 	}
+	tr.Open(keyNoWrites, at(62))
+	tr.Close(keyNoWrites, at(65))
+	if _, ok := tr.Reaches("member2", at(63)); ok {
+		t.Error("a paused policy writes nothing: fedfailover does not act on members then")
+	}
 	tr.Mark(keyCredential+"member2", at(70))
 	if since, ok := tr.Reaches("member2", at(80)); !ok || !since.Equal(at(70)) {
 		t.Errorf("a rotated credential restarts the clock: got %v %v", since.Sub(t0), ok)

@@ -151,8 +151,10 @@ func (l *Lab) attachOnce(ctx context.Context, st *State, c *ClusterState) error 
 // markPodsAttached annotates pending PVC pods whose volumes are all attached
 // to their own node, which lets kwok's pod-ready stage start them.
 func (l *Lab) markPodsAttached(ctx context.Context, cl client.Client, attached map[string]bool) error {
+	// Only Pending pods can need the mark: the API server filters, so a
+	// member with tens of thousands of Running pods costs nothing here.
 	pods := &corev1.PodList{}
-	if err := cl.List(ctx, pods); err != nil {
+	if err := cl.List(ctx, pods, client.MatchingFields{"status.phase": string(corev1.PodPending)}); err != nil {
 		return err
 	}
 	for i := range pods.Items {

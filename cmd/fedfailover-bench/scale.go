@@ -86,7 +86,7 @@ loopback port) as its own process and measures:
                 client-go counter rest_client_requests_total (by host): the
                 API servers' apiserver_request_total cannot tell clients
                 apart. Host writes are also shown without the leader
-                election Lease renewals (the host's Lease UPDATEs, from its
+                election Lease renewals (the host's Lease PUTs, from its
                 apiserver_request_total: no other lab client writes Leases
                 there).
   taint         --power-offs lab nodes powered off one after another

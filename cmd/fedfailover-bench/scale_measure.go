@@ -43,7 +43,7 @@ type scResult struct {
 	CPUPercent    float64 `json:"idle_cpu_percent_of_one_core"`
 	// Requests per API server (cluster name) over the steady window.
 	Requests map[string]bench.ReadWrite `json:"requests_per_second"`
-	// HostLeaseWrites are the host's Lease UPDATEs in the window (the
+	// HostLeaseWrites are the host's Lease PUTs (updates) in the window (the
 	// leader election renewals), per second.
 	HostLeaseWrites float64 `json:"host_lease_writes_per_second"`
 	MemberWrites    float64 `json:"member_writes_per_second"`
@@ -266,7 +266,7 @@ func (b *scBench) apiHosts() (map[string]string, error) {
 	return out, nil
 }
 
-// hostLeaseUpdates reads the host API server's count of Lease UPDATEs.
+// hostLeaseUpdates reads the host API server's count of Lease PUTs (updates).
 func (b *scBench) hostLeaseUpdates(ctx context.Context) (float64, error) {
 	cs, err := kubernetes.NewForConfig(b.hostCfg)
 	if err != nil {
@@ -280,7 +280,7 @@ func (b *scBench) hostLeaseUpdates(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return bench.Sum(s, map[string]string{"resource": "leases", "verb": "UPDATE"}), nil
+	return bench.Sum(s, map[string]string{"resource": "leases", "verb": "PUT"}), nil
 }
 
 // steady measures CPU and API requests over the steady window.
@@ -289,31 +289,43 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 	if err != nil {
 		return err
 	}
-	read := func() ([]bench.Series, float64, time.Duration, time.Time, error) {
+	// The host's Lease count is read before the manager's counters at the
+	// start and after them at the end, so its window holds the manager's:
+	// every renewal the manager counted is in it.
+	read := func(leasesFirst bool) (s []bench.Series, leases float64, cpu time.Duration, at time.Time, err error) {
+		if leasesFirst {
+			if leases, err = b.hostLeaseUpdates(ctx); err != nil {
+				return nil, 0, 0, at, err
+			}
+		}
 		text, err := m.scrape(ctx)
 		if err != nil {
-			return nil, 0, 0, time.Time{}, err
-		}
-		s, err := bench.ParseMetric(text, "rest_client_requests_total")
-		if err != nil {
-			return nil, 0, 0, time.Time{}, err
-		}
-		leases, err := b.hostLeaseUpdates(ctx)
-		if err != nil {
-			return nil, 0, 0, time.Time{}, err
+			return nil, 0, 0, at, err
 		}
 		u, err := m.p.Sample()
-		return s, leases, u.CPU, time.Now(), err
+		if err != nil {
+			return nil, 0, 0, at, err
+		}
+		at = time.Now()
+		if s, err = bench.ParseMetric(text, "rest_client_requests_total"); err != nil {
+			return nil, 0, 0, at, err
+		}
+		if !leasesFirst {
+			if leases, err = b.hostLeaseUpdates(ctx); err != nil {
+				return nil, 0, 0, at, err
+			}
+		}
+		return s, leases, u.CPU, at, nil
 	}
 	b.progress("steady window: %s", b.o.steady)
-	s0, l0, c0, t0, err := read()
+	s0, l0, c0, t0, err := read(true)
 	if err != nil {
 		return err
 	}
 	if err := sleepCtx(ctx, b.o.steady); err != nil {
 		return err
 	}
-	s1, l1, c1, t1, err := read()
+	s1, l1, c1, t1, err := read(false)
 	if err != nil {
 		return err
 	}
@@ -335,7 +347,13 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 	}
 	r.MemberWrites = round3(r.MemberWrites)
 	r.HostLeaseWrites = round3((l1 - l0) / secs)
-	r.HostOtherWrites = round3(max(r.Requests[lab.HostName].Writes-r.HostLeaseWrites, 0))
+	hostWrites := 0.0
+	for _, x := range bench.RequestCounts(s0, s1) {
+		if hosts[x.Host] == lab.HostName && !bench.IsRead(x.Method) {
+			hostWrites += x.Count
+		}
+	}
+	r.HostOtherWrites = round3(max(hostWrites-(l1-l0), 0) / secs)
 	b.progress("steady: CPU %.2f%% of a core, member writes %.3f/s, host writes %.3f/s (%.3f/s leader election), load %.1f",
 		r.CPUPercent, r.MemberWrites, r.Requests[lab.HostName].Writes, r.HostLeaseWrites, r.LoadAvg1)
 	return nil

@@ -16,7 +16,7 @@ func TestScaleTargets(t *testing.T) {
 	r := &scResult{PodsTotal: 60000, RSSAfterSyncMB: 250, RSSAfterSteadyMB: 310, CPUPercent: 1.5,
 		Taint: &scLatency{Samples: []float64{0.2, 0.9}, P99: 0.9}, Shift: &scLatency{Samples: []float64{0.5}, P99: 0.5, Missing: 1}}
 	got := scTargets(r)
-	want := map[string]string{"rss": "MISS", "cpu": "PASS", "writes": "PASS", "taint": "PASS", "shift": "MISS"}
+	want := map[string]string{"rss": "MISS", "cpu": "PASS", "member_writes": "PASS", "host_writes": "PASS", "taint": "PASS", "shift": "MISS"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: %s, want %s (a missing decision is a miss; RSS counts its worst reading)", k, got[k], v)
@@ -24,7 +24,8 @@ func TestScaleTargets(t *testing.T) {
 	}
 	r.PodsTotal, r.HostOtherWrites = 2000, 0.1
 	got = scTargets(r)
-	if got["rss"] != "-" || got["writes"] != "MISS" {
-		t.Errorf("small size: rss %s (want -: the target is for the goal size), writes %s (want MISS)", got["rss"], got["writes"])
+	if got["rss"] != "-" || got["host_writes"] != "MISS" || got["member_writes"] != "PASS" {
+		t.Errorf("small size: rss %s (want -: the target is for the goal size), host writes %s (want MISS), member writes %s (want PASS)",
+			got["rss"], got["host_writes"], got["member_writes"])
 	}
 }

@@ -118,37 +118,53 @@ func IsRead(method string) bool {
 	return false
 }
 
-// RequestRates turns two scrapes of client-go's rest_client_requests_total
-// (labels host, method, code), seconds apart, into reads and writes per
-// second by host. A counter that went down (a restart) counts from zero.
-func RequestRates(before, after []Series, seconds float64) map[string]ReadWrite {
+// RequestCount is the number of requests of one host and method between
+// two scrapes.
+type RequestCount struct {
+	Host, Method string
+	Count        float64
+}
+
+// RequestCounts turns two scrapes of client-go's rest_client_requests_total
+// (labels host, method, code) into the requests made between them, by host
+// and method. A counter that went down (a restart) counts from zero.
+func RequestCounts(before, after []Series) []RequestCount {
 	type key struct{ host, method, code string }
 	prev := map[key]float64{}
 	for _, s := range before {
 		prev[key{s.Labels["host"], s.Labels["method"], s.Labels["code"]}] += s.Value
 	}
-	cur := map[key]float64{}
+	sums := map[[2]string]float64{}
 	for _, s := range after {
-		cur[key{s.Labels["host"], s.Labels["method"], s.Labels["code"]}] += s.Value
-	}
-	out := map[string]ReadWrite{}
-	keys := make([]key, 0, len(cur))
-	for k := range cur {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].host+keys[i].method < keys[j].host+keys[j].method })
-	for _, k := range keys {
-		d := cur[k] - prev[k]
+		k := key{s.Labels["host"], s.Labels["method"], s.Labels["code"]}
+		d := s.Value - prev[k]
 		if d < 0 {
-			d = cur[k]
+			d = s.Value
 		}
-		rw := out[k.host]
-		if IsRead(k.method) {
-			rw.Reads += d / seconds
+		sums[[2]string{k.host, k.method}] += d
+	}
+	out := make([]RequestCount, 0, len(sums))
+	for k, n := range sums {
+		out = append(out, RequestCount{Host: k[0], Method: k[1], Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Host < out[j].Host || (out[i].Host == out[j].Host && out[i].Method < out[j].Method)
+	})
+	return out
+}
+
+// RequestRates is RequestCounts per second over a window, split into reads
+// and writes by host.
+func RequestRates(before, after []Series, seconds float64) map[string]ReadWrite {
+	out := map[string]ReadWrite{}
+	for _, c := range RequestCounts(before, after) {
+		rw := out[c.Host]
+		if IsRead(c.Method) {
+			rw.Reads += c.Count / seconds
 		} else {
-			rw.Writes += d / seconds
+			rw.Writes += c.Count / seconds
 		}
-		out[k.host] = rw
+		out[c.Host] = rw
 	}
 	return out
 }

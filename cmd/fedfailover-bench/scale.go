@@ -50,6 +50,7 @@ type scOptions struct {
 	powerOffs     int
 	exhaustRSPs   int
 	syncTimeout   time.Duration
+	populateWait  time.Duration
 	notReadyFor   time.Duration
 	profileDir    string
 	dir           string
@@ -120,6 +121,7 @@ saved to --profile-dir and their top entries printed.`,
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "wait after sync before the steady window")
 	f.IntVar(&o.powerOffs, "power-offs", 0, "lab nodes powered off for the taint latency")
 	f.IntVar(&o.exhaustRSPs, "exhaust-rsps", 0, "RSPs scaled up on the exhausted member for the shift latency")
+	f.DurationVar(&o.populateWait, "populate-wait", 5*time.Minute, "how long to wait for the pods Running after creating them; then the lab is measured as it is")
 	f.DurationVar(&o.syncTimeout, "sync-timeout", 10*time.Minute, "give up waiting for every member connected after this long")
 	f.DurationVar(&o.notReadyFor, "not-ready-for", 5*time.Second, "the policy's nodeRecovery.notReadyFor")
 	f.StringVar(&o.profileDir, "profile-dir", "bench-scale-profiles", "where the manager's heap and CPU profiles are saved")
@@ -204,11 +206,11 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 		}
 	}()
 	b.progress("lab up in %s", time.Since(b.started).Round(time.Second))
-	if err := b.populate(ctx); err != nil {
+	r := b.newResult()
+	if err := b.populate(ctx, r); err != nil {
 		return err
 	}
-	r, err := b.measure(ctx)
-	if err != nil {
+	if err := b.measure(ctx, r); err != nil {
 		return err
 	}
 	return b.report(r)

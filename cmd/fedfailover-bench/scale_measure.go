@@ -30,6 +30,11 @@ type scResult struct {
 	VolumePods    int `json:"pods_with_volumes_total"`
 	RSPs          int `json:"rsps"`
 	KwokPerMember int `json:"kwok_per_member"`
+	// The lab as measured: seconds to create the bulk objects, and how
+	// many pods kwok had not yet started when the measurement began.
+	PopulateSeconds    float64 `json:"populate_seconds"`
+	RSPPodsRunning     int     `json:"rsp_pods_running"`
+	BulkPodsNotRunning int     `json:"bulk_pods_not_running"`
 
 	SyncSeconds      float64 `json:"sync_seconds"`
 	BaseRSSMB        float64 `json:"rss_before_first_member_mb"`
@@ -165,14 +170,18 @@ func connected(text string) int {
 
 func mb(bytes float64) float64 { return round1(bytes / (1 << 20)) }
 
-// measure runs the manager and takes every figure.
-func (b *scBench) measure(ctx context.Context) (*scResult, error) {
+func (b *scBench) newResult() *scResult {
 	r := &scResult{Members: b.o.members, NodesPerMem: b.o.nodes, PodsPerNode: b.o.podsPerNode,
 		PodsTotal: b.o.members * b.o.nodes * b.o.podsPerNode, RSPs: b.o.rsps, KwokPerMember: b.o.kwokPerMember}
 	r.VolumePods = (b.o.nodes*b.o.podsPerNode + scVolumeEvery - 1) / scVolumeEvery * b.o.members
+	return r
+}
+
+// measure runs the manager and takes every figure.
+func (b *scBench) measure(ctx context.Context, r *scResult) error {
 	m, err := b.startManager()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() {
 		if err := m.p.Stop(30 * time.Second); err != nil {
@@ -213,20 +222,20 @@ func (b *scBench) measure(ctx context.Context) (*scResult, error) {
 	})
 	if err != nil {
 		b.saveProfiles(ctx, m, r, "not-synced")
-		return nil, err
+		return err
 	}
 	r.SyncSeconds = round1(time.Since(start).Seconds())
 	text, err := m.scrape(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.RSSAfterSyncMB, r.HeapAfterSyncMB = sampleRSS(), mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
 	b.progress("all members connected in %.1fs: RSS %.0f MB, heap %.0f MB; settling %s", r.SyncSeconds, r.RSSAfterSyncMB, r.HeapAfterSyncMB, b.o.settle)
 	if err := sleepCtx(ctx, b.o.settle); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.steady(ctx, m, r); err != nil {
-		return nil, err
+		return err
 	}
 	r.RSSAfterSteadyMB = sampleRSS()
 	if text, err = m.scrape(ctx); err == nil {
@@ -234,14 +243,14 @@ func (b *scBench) measure(ctx context.Context) (*scResult, error) {
 	}
 	b.saveProfiles(ctx, m, r, "steady")
 	if r.Taint, err = b.powerOffs(ctx); err != nil {
-		return nil, fmt.Errorf("taint latency: %w", err)
+		return fmt.Errorf("taint latency: %w", err)
 	}
 	if r.Shift, err = b.exhaustion(ctx); err != nil {
-		return nil, fmt.Errorf("shift latency: %w", err)
+		return fmt.Errorf("shift latency: %w", err)
 	}
 	sampleRSS()
 	r.PeakRSSMB = peak
-	return r, nil
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

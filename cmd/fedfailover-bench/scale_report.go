@@ -52,6 +52,8 @@ func (b *scBench) report(r *scResult) error {
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "scale benchmark: %d members x %d nodes x %d pods (%d pods, %d with RWO volumes), %d RSPs, %d kwok per member; the manager binary as its own process\n",
 		r.Members, r.NodesPerMem, r.PodsPerNode, r.PodsTotal, r.VolumePods, r.RSPs, r.KwokPerMember)
+	fmt.Fprintf(out, "lab: bulk objects created in %.0fs; when the manager started, %d of %d RSP pods Running and %d bulk pods not yet Running\n",
+		r.PopulateSeconds, r.RSPPodsRunning, r.RSPs*r.Members, r.BulkPodsNotRunning)
 	rows := [][]string{
 		{"sync all members from start (s)", bench.Seconds(r.SyncSeconds), "-", "-", "-"},
 		{"RSS after sync (MB)", fmt.Sprintf("%.0f", r.RSSAfterSyncMB), "-", "<= 300 at 3x2000x10", t["rss"]},

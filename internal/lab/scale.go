@@ -174,11 +174,15 @@ func (l *Lab) CreateScalePods(ctx context.Context, cluster, ns string, nodes []s
 	})
 }
 
+// ScaleLabel marks the pods of CreateScalePods: the lab's attacher leaves
+// them out of its lists (they never wait for it).
+const ScaleLabel = "lab.fedfailover.io/scale"
+
 func scalePod(ns, name, node string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns,
-			Labels: map[string]string{"app": "bench", "bench.fedfailover.io/node": node},
+			Labels: map[string]string{"app": "bench", "bench.fedfailover.io/node": node, ScaleLabel: "true"},
 		},
 		Spec: corev1.PodSpec{
 			NodeName: node,

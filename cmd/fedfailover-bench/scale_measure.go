@@ -203,7 +203,7 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 	lastReport := time.Now()
 	err = pollEvery(ctx, b.o.syncTimeout, 100*time.Millisecond, "every member connected", func(ctx context.Context) (bool, string, error) {
 		if done, err := m.p.Exited(); done {
-			return false, "", fmt.Errorf("manager exited: %v", err)
+			return false, "", fmt.Errorf("manager exited: %w", err)
 		}
 		rss := sampleRSS()
 		text, err := m.scrape(ctx)

@@ -219,6 +219,18 @@ bench-recovery: $(LAB_TOOLS) ## Node recovery: fencing evidence and power-off to
 	$(call step,node recovery benchmark)
 	@$(BIN)/fedfailover-bench recovery $(BENCH_ARGS)
 
+# Sizes run by bench-scale: goal (3 x 2,000 x 10, 500 RSPs) and members (20 x 100 x 10).
+SCALE_SIZES ?= goal members
+
+.PHONY: bench-scale
+bench-scale: $(LAB_TOOLS) ## The manager process at federation scale: sync, RSS/heap, idle CPU, API requests, decision latency (SCALE_SIZES).
+	$(call step,building fedfailover-bench)
+	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	@for size in $(SCALE_SIZES); do \
+		echo "==> scale benchmark, size $$size"; \
+		BENCH_JSON=$${BENCH_JSON:+$${BENCH_JSON%.json}-$$size.json} $(BIN)/fedfailover-bench scale --size $$size $(BENCH_ARGS) || exit 1; \
+	done
+
 ##@ Fault campaign
 RUNS ?= 50
 SEED ?= 1000

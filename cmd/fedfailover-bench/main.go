@@ -26,6 +26,7 @@ func main() {
 	root.AddCommand(membersCmd(), measureMemberCmd())
 	root.AddCommand(rebalanceCmd())
 	root.AddCommand(recoveryCmd())
+	root.AddCommand(scaleCmd(), scalePlanCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

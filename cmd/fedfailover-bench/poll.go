@@ -14,6 +14,11 @@ const pollPace = 250 * time.Millisecond
 // poll calls cond every pollPace until it holds, returns an error, or timeout
 // passes; the timeout error carries cond's last explanation.
 func poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
+	return pollEvery(ctx, timeout, pollPace, what, cond)
+}
+
+// pollEvery is poll at another pace, for conditions that are costly to read.
+func pollEvery(ctx context.Context, timeout, every time.Duration, what string, cond func(context.Context) (bool, string, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""
@@ -32,7 +37,7 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func(con
 				return fmt.Errorf("waiting for %s: %w", what, err)
 			}
 			return fmt.Errorf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		case <-time.After(pollPace):
+		case <-time.After(every):
 		}
 	}
 }

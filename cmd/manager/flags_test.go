@@ -20,6 +20,9 @@ func TestFlagsDefaultToTheSafeChoice(t *testing.T) {
 	if op.Members.AllowInsecureEndpoints {
 		t.Error("http:// member endpoints allowed by default")
 	}
+	if o.pprofAddr != "" {
+		t.Errorf("pprof served on %q by default, want off", o.pprofAddr)
+	}
 	m := metricsOptions(o)
 	if !m.SecureServing || m.FilterProvider == nil {
 		t.Errorf("metrics: secure %v, authn/authz filter set %v; want both", m.SecureServing, m.FilterProvider != nil)

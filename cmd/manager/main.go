@@ -42,6 +42,7 @@ type options struct {
 	metricsCertDir   string
 	enableHTTP2      bool
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionNS string
 	kubefedNamespace string
@@ -62,6 +63,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with the metrics serving certificate (tls.crt, tls.key; reloaded when they change), e.g. a mounted Secret. Empty: a self-signed certificate is generated at start.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Enable HTTP/2 for the metrics server (off by default: HTTP/2 rapid-reset and stream-cancel CVEs).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address the Go profiler (/debug/pprof/) binds to, unauthenticated: keep it on loopback. Empty or \"0\": off.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election so only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
@@ -182,6 +184,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		Scheme:                  s,
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "fedfailover.failover.fedfailover.io",
 		LeaderElectionNamespace: o.leaderElectionNS,

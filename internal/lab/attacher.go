@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -151,8 +153,16 @@ func (l *Lab) attachOnce(ctx context.Context, st *State, c *ClusterState) error 
 // markPodsAttached annotates pending PVC pods whose volumes are all attached
 // to their own node, which lets kwok's pod-ready stage start them.
 func (l *Lab) markPodsAttached(ctx context.Context, cl client.Client, attached map[string]bool) error {
+	// Only Pending pods can need the mark, and never scale pods (they carry
+	// it from the start): the API server filters, so a member with tens of
+	// thousands of pods costs little here.
+	notScale, err := labels.NewRequirement(ScaleLabel, selection.DoesNotExist, nil)
+	if err != nil {
+		return err
+	}
 	pods := &corev1.PodList{}
-	if err := cl.List(ctx, pods); err != nil {
+	if err := cl.List(ctx, pods, client.MatchingFields{"status.phase": string(corev1.PodPending)},
+		client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*notScale)}); err != nil {
 		return err
 	}
 	for i := range pods.Items {

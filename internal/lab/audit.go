@@ -44,18 +44,7 @@ func AuditLogPath(c *ClusterState) string { return filepath.Join(c.Dir, "logs", 
 
 // StopEtcd SIGKILLs a cluster's etcd: its API server stays up but can
 // neither read nor write, as when a member's datastore fails.
-func (l *Lab) StopEtcd(cluster string) error {
-	st, err := l.State()
-	if err != nil {
-		return err
-	}
-	p := st.Proc(cluster + "/" + CompEtcd)
-	if p == nil {
-		return fmt.Errorf("no etcd for cluster %q", cluster)
-	}
-	stopProc(p, 0)
-	return nil
-}
+func (l *Lab) StopEtcd(cluster string) error { return l.killComponent(cluster, CompEtcd) }
 
 // StartEtcd starts a stopped etcd again on its data and waits until healthy.
 func (l *Lab) StartEtcd(ctx context.Context, cluster string) error {

@@ -145,14 +145,17 @@ func (l *Lab) setEvidence(cluster, node, ev string) error {
 
 // KillAPIServer SIGKILLs a cluster's kube-apiserver (whole-member failure as
 // seen from the host and kubefed).
-func (l *Lab) KillAPIServer(cluster string) error {
+func (l *Lab) KillAPIServer(cluster string) error { return l.killComponent(cluster, CompAPIServer) }
+
+// killComponent SIGKILLs one control-plane process of a cluster.
+func (l *Lab) killComponent(cluster, comp string) error {
 	st, err := l.State()
 	if err != nil {
 		return err
 	}
-	p := st.Proc(cluster + "/" + CompAPIServer)
+	p := st.Proc(cluster + "/" + comp)
 	if p == nil {
-		return fmt.Errorf("no API server for cluster %q", cluster)
+		return fmt.Errorf("no %s for cluster %q", comp, cluster)
 	}
 	stopProc(p, 0)
 	return nil

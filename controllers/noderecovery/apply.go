@@ -174,8 +174,14 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 	// with the fenced node, so the attachment step below may go on.
 	pods, held := splitHeld(pods)
 	for _, pod := range pods {
-		uid := pod.UID
-		err := v.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})
+		if err := r.stillOrphan(ctx, v, n); err != nil {
+			return r.notProven(ctx, v, n, p, err)
+		}
+		// The pod exactly as read: a kubelet that has started it since (a
+		// replacement registered under the same name) changed it, and the
+		// delete is refused; the next pass decides on what it sees then.
+		uid, rv := pod.UID, pod.ResourceVersion
+		err := v.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return 0, fmt.Errorf("force-deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
@@ -203,8 +209,11 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		if va.DeletionTimestamp != nil || keep[pv] {
 			continue
 		}
-		uid := va.UID
-		if err := v.client.Delete(ctx, va, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := r.stillOrphan(ctx, v, n); err != nil {
+			return r.notProven(ctx, v, n, p, err)
+		}
+		uid, rv := va.UID, va.ResourceVersion
+		if err := v.client.Delete(ctx, va, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return 0, fmt.Errorf("deleting VolumeAttachment %s: %w", va.Name, err)
 		}
 		log.Info("Deleted VolumeAttachment of fenced node", "volumeAttachment", va.Name, "persistentVolume", pv)

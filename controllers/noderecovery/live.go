@@ -95,6 +95,20 @@ func (r *Reconciler) liveNode(ctx context.Context, v *memberView, name string, c
 	return live, nil
 }
 
+// stillOrphan re-reads, before each delete of a deleted Node's pods or
+// attachments, that no Node of that name exists: a replacement registering
+// under the same name would run those pods, and the first check of the pass
+// is milliseconds to seconds old by the last delete. For a Node that exists
+// it is a no-op (the Node's UID was checked live once, its pods carry
+// preconditions).
+func (r *Reconciler) stillOrphan(ctx context.Context, v *memberView, n *corev1.Node) error {
+	if n.UID != "" {
+		return nil
+	}
+	_, err := r.liveNode(ctx, v, n.Name, nil)
+	return err
+}
+
 // liveMachine re-reads the cached Machine of node from the host API server;
 // nil when there was none or it is gone. A different Machine under the same
 // name, or one that now names another node, is not this node's.

@@ -45,15 +45,23 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 		if err := c.lab.PowerOff(ctx, f.Node, ev); err != nil {
 			return nil, err
 		}
-		tr.Close(keyAlive+f.Node, now())
+		offAt := now()
+		tr.Close(keyAlive+f.Node, offAt)
 		return func(ctx context.Context) error {
-			tr.Open(keyAlive+f.Node, now())
 			var err error
 			if f.Kind == Replace {
 				err = c.lab.Replace(ctx, f.Node)
 			} else {
 				err = c.lab.Restore(ctx, f.Node)
 			}
+			// Alive from the new process's start (taken before its exec);
+			// before it, nothing of the node runs: the lab reports the power
+			// on, or creates the replacement Machine, first.
+			started, serr := c.kwokStarted(f.Cluster, f.Node)
+			if serr != nil || !started.After(offAt) {
+				started = now() // not started by this undo (it failed): from now on, to be safe
+			}
+			tr.Open(keyAlive+f.Node, started)
 			if err == nil {
 				tr.Close(keyFault+f.Cluster, now())
 			}
@@ -150,6 +158,19 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 		return noUndo, c.forgeMarks(ctx, f.Cluster, f.Node)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// kwokStarted is when the node's kwok process was last started.
+func (c *Campaign) kwokStarted(cluster, node string) (time.Time, error) {
+	st, err := c.lab.State()
+	if err != nil {
+		return time.Time{}, err
+	}
+	p := st.Proc(cluster + "/" + lab.CompKwok + "/" + node)
+	if p == nil || p.StartedAt.IsZero() {
+		return time.Time{}, fmt.Errorf("no start time of %s's kwok", node)
+	}
+	return p.StartedAt, nil
 }
 
 // waitMidAction polls, up to d, for fedfailover in the middle of an act: a

@@ -82,6 +82,14 @@ func (l *Lab) Restore(ctx context.Context, node string) error {
 	if p == nil {
 		return fmt.Errorf("node %s has no kwok process record", node)
 	}
+	// The infrastructure reports the power back before the node's kubelet
+	// runs again, as a provider does: evidence never outlives the off.
+	if err := l.clearEvidence(ctx, c.Name, *n); err != nil {
+		return err
+	}
+	if err := l.setEvidence(c.Name, node, ""); err != nil {
+		return err
+	}
 	switch procState(p.PID) {
 	case ProcStopped:
 		signalGroup(p.PID, syscall.SIGCONT)
@@ -90,10 +98,7 @@ func (l *Lab) Restore(ctx context.Context, node string) error {
 			return err
 		}
 	}
-	if err := l.clearEvidence(ctx, c.Name, *n); err != nil {
-		return err
-	}
-	return l.setEvidence(c.Name, node, "")
+	return nil
 }
 
 // Replace swaps a dead node for a fresh one of the same name: the old Node
@@ -121,16 +126,19 @@ func (l *Lab) Replace(ctx context.Context, node string) error {
 	}); err != nil {
 		return fmt.Errorf("old node %s not deleted: %w", node, err)
 	}
-	if err := l.createNode(ctx, cl, c, *n); err != nil {
-		return err
-	}
-	if _, err := l.restartProc(ctx, p.Key(), nil); err != nil {
-		return err
-	}
+	// The replacement Machine exists before its Node registers and its
+	// kubelet runs, as Cluster API creates it.
 	if err := l.clearEvidence(ctx, c.Name, *n); err != nil {
 		return err
 	}
-	return l.setEvidence(c.Name, node, "")
+	if err := l.setEvidence(c.Name, node, ""); err != nil {
+		return err
+	}
+	if err := l.createNode(ctx, cl, c, *n); err != nil {
+		return err
+	}
+	_, err = l.restartProc(ctx, p.Key(), nil)
+	return err
 }
 
 func (l *Lab) setEvidence(cluster, node, ev string) error {

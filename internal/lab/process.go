@@ -108,6 +108,8 @@ func startProc(p *Proc, owned bool) error {
 	if owned {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
+	// Taken before the process exists, so no part of its life precedes it.
+	p.StartedAt = time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Key(), err)
 	}

@@ -47,6 +47,8 @@ type Proc struct {
 	Env       []string `json:"env,omitempty"`
 	Log       string   `json:"log"`
 	Port      int      `json:"port,omitempty"`
+	// StartedAt is when it was last started (just before exec).
+	StartedAt time.Time `json:"startedAt,omitzero"`
 }
 
 // Key identifies a process within the lab.

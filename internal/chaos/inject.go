@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -193,13 +194,22 @@ func (c *Campaign) waitMidAction(ctx context.Context, d time.Duration) string {
 			var rsp fedschedv1a1.ReplicaSchedulingPreference
 			if err := c.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rsp); err == nil &&
 				!equalClusters(rsp.Spec.Clusters, base.Clusters) {
-				what = fmt.Sprintf("with RSP %s shifted to %v", w, rsp.Spec.Clusters)
+				what = fmt.Sprintf("with RSP %s shifted to %s", w, weights(rsp.Spec.Clusters))
 				return true, ""
 			}
 		}
 		return false, ""
 	})
 	return what
+}
+
+// weights prints an RSP's clusters as name=weight, sorted.
+func weights(cs map[string]fedschedv1a1.ClusterPreferences) string {
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(cs)) {
+		out = append(out, fmt.Sprintf("%s=%d", n, cs[n].Weight))
+	}
+	return strings.Join(out, " ")
 }
 
 func equalClusters(a, b map[string]fedschedv1a1.ClusterPreferences) bool {

@@ -77,3 +77,31 @@ func (p *planning) failureReason() string {
 	}
 	return ReasonMemberUnreachable
 }
+
+// moveOffUnconfirmed is rule 1 when only fedfailover sees the failure:
+// make before break. The other members are raised to their share first
+// (totalReplicas grows with them) while the unconfirmed members keep what
+// they hold, as kubefed alone would; only once the raised replicas run do
+// the unconfirmed members give theirs up.
+func (p *planning) moveOffUnconfirmed() Result {
+	raised := clone(p.ideal)
+	var extra int64
+	for _, n := range p.names {
+		if p.unconfirmedFailure(n) && p.current[n] > raised[n] {
+			extra += p.current[n] - raised[n]
+			raised[n] = p.current[n]
+		}
+	}
+	switch {
+	case extra == 0:
+		return p.result(p.ideal, p.total, ReasonMemberUnreachable)
+	case !equalPlacement(raised, p.current):
+		return p.result(raised, p.total+extra, ReasonMemberUnreachable)
+	}
+	for _, n := range p.available() {
+		if p.member(n).Running < p.current[n] {
+			return p.keep(ReasonWaitingForReplicas, p.now.Add(p.minInterval))
+		}
+	}
+	return p.result(p.ideal, p.total, ReasonMemberUnreachable)
+}

@@ -143,7 +143,10 @@ func Plan(in Input) Result {
 	}
 	switch {
 	case p.failedHoldsReplicas():
-		return p.result(p.ideal, p.total, p.failureReason())
+		if reason := p.failureReason(); reason == ReasonMemberUnreachable {
+			return p.moveOffUnconfirmed()
+		}
+		return p.result(p.ideal, p.total, ReasonMemberFailed)
 	case p.now.Before(p.lastChange.Add(p.minInterval)):
 		if p.settled() {
 			return p.keep(p.settledReason())

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 )
 
@@ -48,13 +47,9 @@ func (l *Lab) StopEtcd(cluster string) error { return l.killComponent(cluster, C
 
 // StartEtcd starts a stopped etcd again on its data and waits until healthy.
 func (l *Lab) StartEtcd(ctx context.Context, cluster string) error {
-	st, err := l.State()
+	c, err := l.clusterState(cluster)
 	if err != nil {
 		return err
-	}
-	c := st.Cluster(cluster)
-	if c == nil {
-		return fmt.Errorf("no cluster %q", cluster)
 	}
 	_, err = l.restartProc(ctx, cluster+"/"+CompEtcd, etcdHealthy(c.EtcdPort))
 	return err

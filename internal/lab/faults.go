@@ -171,13 +171,9 @@ func (l *Lab) killComponent(cluster, comp string) error {
 
 // RestartAPIServer starts a killed kube-apiserver again and waits for /readyz.
 func (l *Lab) RestartAPIServer(ctx context.Context, cluster string) error {
-	st, err := l.State()
+	c, err := l.clusterState(cluster)
 	if err != nil {
 		return err
-	}
-	c := st.Cluster(cluster)
-	if c == nil {
-		return fmt.Errorf("no cluster %q", cluster)
 	}
 	cs, err := l.clientset(c)
 	if err != nil {
@@ -205,13 +201,9 @@ const LabNamespace = "fedfailover-lab"
 
 // ExhaustCapacity leaves a member without room for new pods.
 func (l *Lab) ExhaustCapacity(ctx context.Context, cluster, mode string) error {
-	st, err := l.State()
+	c, err := l.memberState(cluster)
 	if err != nil {
 		return err
-	}
-	c := st.Cluster(cluster)
-	if c == nil || c.Role != RoleMember {
-		return fmt.Errorf("no member cluster %q", cluster)
 	}
 	cl, err := l.Client(cluster)
 	if err != nil {
@@ -270,13 +262,9 @@ func probeUnschedulable(ctx context.Context, cl client.Client) error {
 
 // RestoreCapacity undoes ExhaustCapacity (both modes).
 func (l *Lab) RestoreCapacity(ctx context.Context, cluster string) error {
-	st, err := l.State()
+	c, err := l.memberState(cluster)
 	if err != nil {
 		return err
-	}
-	c := st.Cluster(cluster)
-	if c == nil || c.Role != RoleMember {
-		return fmt.Errorf("no member cluster %q", cluster)
 	}
 	cl, err := l.Client(cluster)
 	if err != nil {

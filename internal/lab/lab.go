@@ -213,13 +213,9 @@ func (l *Lab) Client(cluster string) (client.Client, error) {
 	if c, ok := l.clients[cluster]; ok {
 		return c, nil
 	}
-	st, err := l.State()
+	cs, err := l.clusterState(cluster)
 	if err != nil {
 		return nil, err
-	}
-	cs := st.Cluster(cluster)
-	if cs == nil {
-		return nil, fmt.Errorf("no cluster %q in the lab", cluster)
 	}
 	rc, err := restConfig(cs)
 	if err != nil {
@@ -447,4 +443,29 @@ func (l *Lab) Down(ctx context.Context) error {
 		}
 	}
 	return os.RemoveAll(l.Dir)
+}
+
+// clusterState is the recorded state of one cluster of the lab.
+func (l *Lab) clusterState(name string) (*ClusterState, error) {
+	st, err := l.State()
+	if err != nil {
+		return nil, err
+	}
+	c := st.Cluster(name)
+	if c == nil {
+		return nil, fmt.Errorf("no cluster %q in the lab", name)
+	}
+	return c, nil
+}
+
+// memberState is clusterState for a member cluster only.
+func (l *Lab) memberState(name string) (*ClusterState, error) {
+	c, err := l.clusterState(name)
+	if err != nil {
+		return nil, err
+	}
+	if c.Role != RoleMember {
+		return nil, fmt.Errorf("%q is not a member of the lab", name)
+	}
+	return c, nil
 }

@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -431,6 +432,34 @@ func TestOrphanNode(t *testing.T) {
 		w.pass()
 		if w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-gone"}) {
 			t.Fatal("attachment of the deleted, fenced node not deleted")
+		}
+	})
+	t.Run("a Node of that name registers mid-pass", func(t *testing.T) {
+		// Seed 104 of the fault campaign: a Machine replaced under the same
+		// node name registers its Node between two force deletes of the
+		// deleted Node's pods. The deletes after that must not happen.
+		w := newRecoveryWorld(t, policy(), false, machine(deletedMachine()),
+			append(objs(), claimPod("db-1", "gone", "data-db-1", true), boundClaim("data-db-1", "pv-db-1"))...)
+		deletes := 0
+		fm := w.r.members.(*fakeMembers)
+		fm.client = interceptor.NewClient(w.member.(client.WithWatch), interceptor.Funcs{
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				if err := c.Delete(ctx, obj, opts...); err != nil {
+					return err
+				}
+				if deletes++; deletes == 1 {
+					return c.Create(ctx, readyNode("gone"))
+				}
+				return nil
+			},
+		})
+		w.pass()
+		w.pass()
+		if deletes != 1 {
+			t.Fatalf("%d deletes, want 1: the ones after the replacement Node registered must not happen", deletes)
+		}
+		if !w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-gone"}) {
+			t.Fatal("attachment deleted after a Node of that name registered")
 		}
 	})
 	t.Run("machine alive", func(t *testing.T) {

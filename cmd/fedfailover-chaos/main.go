@@ -53,6 +53,9 @@ func command() *cobra.Command {
 			if cfg.MaxHold < cfg.MinHold {
 				return fmt.Errorf("--max-hold %s is shorter than --min-hold %s", cfg.MaxHold, cfg.MinHold)
 			}
+			if cfg.LossMaxHold < cfg.MaxHold {
+				return fmt.Errorf("--loss-max-hold %s is shorter than --max-hold %s", cfg.LossMaxHold, cfg.MaxHold)
+			}
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.OutOrStdout(), format+"\n", args...) }
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -85,6 +88,10 @@ func command() *cobra.Command {
 	f.IntVar(&cfg.Faults, "faults", 6, "Faults drawn per run.")
 	f.DurationVar(&cfg.MinHold, "min-hold", 10*time.Second, "Shortest time a fault stays.")
 	f.DurationVar(&cfg.MaxHold, "max-hold", 40*time.Second, "Longest time a fault stays.")
+	// The lab's node-monitor grace (16s) plus the campaign policy's
+	// notReadyFor (10s) is 26s: most losses must outlast it to be acted on.
+	f.DurationVar(&cfg.LossMaxHold, "loss-max-hold", 75*time.Second,
+		"Longest time a power-off or replacement stays (node losses need longer than the others to be acted on).")
 	f.DurationVar(&cfg.Bounds.Converge, "converge-within", cfg.Bounds.Converge, "I4: bound on convergence after the last fault.")
 	f.StringVar(&cfg.Dir, "dir", ".lab-chaos", "Lab directory (removed at the end).")
 	f.StringVar(&cfg.KeepDir, "keep-dir", "_output/chaos", "Where the logs of a run that broke an invariant are kept.")

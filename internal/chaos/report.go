@@ -41,6 +41,15 @@ func (r *Report) Total() int {
 	return n
 }
 
+// destructive is the number of fedfailover's destructive acts in all runs.
+func (r *Report) destructive() int {
+	n := 0
+	for _, res := range r.Runs {
+		n += len(res.Destructive)
+	}
+	return n
+}
+
 // convergence returns the runs' convergence times that met the bound.
 func (r *Report) convergence() []float64 {
 	var xs []float64
@@ -61,8 +70,11 @@ func (r *Report) Print(w io.Writer) error {
 		header = append(header, inv)
 		row = append(row, strconv.Itoa(r.Violations[inv]))
 	}
-	header = append(header, "CONVERGENCE MEDIAN (s)", "P95 (s)", "BOUND", "MANAGER RESTARTS")
-	row = append(row, bench.Seconds(bench.Median(conv)), bench.Seconds(bench.P95(conv)), r.Config.Bounds.Converge.String(), strconv.Itoa(r.Restarts))
+	// Destructive acts next to I1: a campaign without any says nothing
+	// about I1.
+	header = append(header, "DESTRUCTIVE ACTS", "CONVERGENCE MEDIAN (s)", "P95 (s)", "BOUND", "MANAGER RESTARTS")
+	row = append(row, strconv.Itoa(r.destructive()), bench.Seconds(bench.Median(conv)), bench.Seconds(bench.P95(conv)),
+		r.Config.Bounds.Converge.String(), strconv.Itoa(r.Restarts))
 	if err := bench.Table(w, header, [][]string{row}); err != nil {
 		return err
 	}

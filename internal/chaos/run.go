@@ -42,7 +42,7 @@ const checkEvery = time.Second
 // run draws and injects one schedule while checking, then waits for
 // convergence. An error means the lab could not be driven (not a finding).
 func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, error) {
-	sched := Draw(seed, c.topology, Params{Window: c.cfg.Window, Faults: c.cfg.Faults, MinHold: c.cfg.MinHold, MaxHold: c.cfg.MaxHold})
+	sched := Draw(seed, c.topology, Params{Window: c.cfg.Window, Faults: c.cfg.Faults, MinHold: c.cfg.MinHold, MaxHold: c.cfg.MaxHold, LossMaxHold: c.cfg.LossMaxHold})
 	c.logf("==> run %d/%d, seed %d: %d faults in %s", n, c.cfg.Runs, seed, len(sched), c.cfg.Window)
 	for _, f := range sched {
 		c.logf("    %s", f)

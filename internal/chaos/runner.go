@@ -32,7 +32,9 @@ type Config struct {
 	// MinHold and MaxHold bound how long a fault stays.
 	MinHold time.Duration `json:"minHold"`
 	MaxHold time.Duration `json:"maxHold"`
-	Bounds  Bounds        `json:"bounds"`
+	// LossMaxHold bounds power-offs and replacements (Params.LossMaxHold).
+	LossMaxHold time.Duration `json:"lossMaxHold"`
+	Bounds      Bounds        `json:"bounds"`
 	// Dir is the lab's directory; KeepDir receives the logs of a run with
 	// a violation.
 	Dir     string `json:"-"`

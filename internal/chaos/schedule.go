@@ -130,6 +130,25 @@ type Params struct {
 	Faults int
 	// MinHold and MaxHold bound each fault's hold.
 	MinHold, MaxHold time.Duration
+	// LossMaxHold bounds the hold of a node loss (power-off, replace)
+	// instead of MaxHold; zero means MaxHold. fedfailover acts on a loss
+	// only after the member's node-monitor grace and the policy's
+	// notReadyFor: a loss that never outlasts them checks only that it
+	// does nothing.
+	LossMaxHold time.Duration
+}
+
+// hold maps one uniform draw u in [0, MaxHold-MinHold] to a fault's hold:
+// node losses spread over [MinHold, LossMaxHold], the others over
+// [MinHold, MaxHold]. One draw for every kind keeps a seed's random
+// sequence the same whatever LossMaxHold is (a longer loss may still keep
+// a later fault off the same node).
+func (p Params) hold(k Kind, u time.Duration) time.Duration {
+	if (k != PowerOff && k != Replace) || p.LossMaxHold <= p.MaxHold || p.MaxHold == p.MinHold {
+		return p.MinHold + u
+	}
+	scale := float64(p.LossMaxHold-p.MinHold) / float64(p.MaxHold-p.MinHold)
+	return p.MinHold + time.Duration(float64(u)*scale)
 }
 
 // Draw returns the schedule of one run: the same seed and inputs give the
@@ -143,7 +162,7 @@ func Draw(seed uint64, top Topology, p Params) []Fault {
 	var out []Fault
 	for tries := 0; len(out) < p.Faults && tries < p.Faults*20; tries++ {
 		f := Fault{Kind: Kinds[r.IntN(len(Kinds))], At: time.Duration(r.Int64N(int64(p.Window)))}
-		f.Hold = p.MinHold + time.Duration(r.Int64N(int64(p.MaxHold-p.MinHold)+1))
+		f.Hold = p.hold(f.Kind, time.Duration(r.Int64N(int64(p.MaxHold-p.MinHold)+1)))
 		member := members[r.IntN(len(members))]
 		nodes := top.Nodes[member]
 		var target string

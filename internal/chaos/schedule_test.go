@@ -11,7 +11,48 @@ var testTopology = Topology{Nodes: map[string][]string{
 	"member2": {"member2-node-0", "member2-node-1"},
 }}
 
-var testParams = Params{Window: time.Minute, Faults: 12, MinHold: 5 * time.Second, MaxHold: 30 * time.Second}
+var testParams = Params{Window: time.Minute, Faults: 12, MinHold: 5 * time.Second, MaxHold: 30 * time.Second, LossMaxHold: 60 * time.Second}
+
+// maxHold is the longest hold the parameters allow a kind.
+func maxHold(p Params, k Kind) time.Duration {
+	if k == PowerOff || k == Replace {
+		return p.LossMaxHold
+	}
+	return p.MaxHold
+}
+
+// Node losses spread over their own longer range; every other kind keeps
+// the hold it has without it, from the same draw (so the random sequence,
+// and the rest of a seed's schedule, does not depend on LossMaxHold).
+func TestLossHoldsSpreadLonger(t *testing.T) {
+	span := testParams.MaxHold - testParams.MinHold
+	short := testParams
+	short.LossMaxHold = 0
+	for _, k := range Kinds {
+		for _, u := range []time.Duration{0, span / 3, span} {
+			got, without := testParams.hold(k, u), short.hold(k, u)
+			switch {
+			case k != PowerOff && k != Replace && got != without:
+				t.Errorf("%s: hold %s with LossMaxHold, %s without", k, got, without)
+			case u == span && got != maxHold(testParams, k):
+				t.Errorf("%s: longest hold %s, want %s", k, got, maxHold(testParams, k))
+			case u == 0 && got != testParams.MinHold:
+				t.Errorf("%s: shortest hold %s, want %s", k, got, testParams.MinHold)
+			}
+		}
+	}
+	long := 0
+	for seed := range uint64(200) {
+		for _, f := range Draw(seed, testTopology, testParams) {
+			if (f.Kind == PowerOff || f.Kind == Replace) && f.Hold > testParams.MaxHold {
+				long++
+			}
+		}
+	}
+	if long == 0 {
+		t.Fatal("no node loss held longer than MaxHold in 200 seeds")
+	}
+}
 
 func TestDrawReplaysASeed(t *testing.T) {
 	a, b := Draw(42, testTopology, testParams), Draw(42, testTopology, testParams)
@@ -30,7 +71,7 @@ func TestDrawKeepsOneFaultPerTarget(t *testing.T) {
 			t.Fatalf("seed %d: empty schedule", seed)
 		}
 		for i, f := range s {
-			if f.At < 0 || f.At >= testParams.Window || f.Hold < testParams.MinHold || f.Hold > testParams.MaxHold {
+			if f.At < 0 || f.At >= testParams.Window || f.Hold < testParams.MinHold || f.Hold > maxHold(testParams, f.Kind) {
 				t.Fatalf("seed %d: fault %v outside the parameters", seed, f)
 			}
 			if i > 0 && s[i-1].At > f.At {

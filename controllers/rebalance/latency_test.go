@@ -248,3 +248,33 @@ func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() (bo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The pass that sees pods Unschedulable wakes the RSP exactly when
+// capacityExhaustedAfter ends, however long the pass takes: its wait is
+// counted from the clock when it returns (the queue counts RequeueAfter
+// from there). Before, it came late by the pass's own length.
+func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "wake"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(testSpec())}}
+	r, _, _, key := rspWithAnnotation(t, "", pol)
+	deploy := func() []client.Object {
+		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
+			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}
+	}
+	fm := noMembers(t)
+	fm.add(t, "member1", append(deploy(), readyNode("n1", 20), podOf("p1", "rs-1", true))...)
+	fm.add(t, "member2", append(deploy(), podOf("p2", "rs-1", false))...) // Unschedulable since t0
+	r.members, r.opts = fm, Options{}.withDefaults()
+	clock := t0.Add(time.Second)
+	r.now = func() time.Time { clock = clock.Add(50 * time.Millisecond); return clock } // every reading 50 ms later
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := t0.Add(testSpec().CapacityExhaustedAfter.Get())
+	if wake := clock.Add(res.RequeueAfter); !wake.Equal(due) {
+		t.Errorf("wakes at %s, %s after the exhaustion rule turns true (%s)", wake.Format("15:04:05.000"), wake.Sub(due), due.Format("15:04:05.000"))
+	}
+	if res.Priority == nil || *res.Priority != duePriority {
+		t.Errorf("priority %v, want %d: the pass is due at a transition", ptr.Deref(res.Priority, 0), duePriority)
+	}
+}

@@ -190,7 +190,10 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	// kubefed status).
 	next := wake.Soonest{}
 	next.At(wake.Earliest(requeue, res.RequeueAt))
-	return ctrl.Result{RequeueAfter: next.After(now, minRequeue, r.opts.Resync), Priority: ptr.To(wakePriority(next, now, r.opts.Resync))}, nil
+	// The queue counts RequeueAfter from the end of the pass: counted from
+	// its start, a due transition would wait the pass's length again.
+	end := r.now()
+	return ctrl.Result{RequeueAfter: next.After(end, minRequeue, r.opts.Resync), Priority: ptr.To(wakePriority(next, end, r.opts.Resync))}, nil
 }
 
 // duePriority queues a pass that is due at a time-based transition (a

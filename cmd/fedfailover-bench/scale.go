@@ -91,13 +91,19 @@ loopback port) as its own process and measures:
                 apiserver_request_total: no other lab client writes Leases
                 there).
   taint         --power-offs lab nodes powered off one after another
-                (Machine deleted as evidence): seconds from the evidence
-                complete (the later of the Machine evidence and the node's
-                NotReady transition + notReadyFor) to the out-of-service taint
+                (Machine deleted as evidence): seconds from the loss rule
+                turning true (the later of the Machine evidence and the node
+                first seen not Ready + notReadyFor, as fedfailover counts it:
+                from its own sighting, host clock) to the out-of-service taint
   RSP shift     one member's lab nodes cordoned and --exhaust-rsps RSPs
-                scaled up: seconds from the new replica's Unschedulable
-                transition + capacityExhaustedAfter to fedfailover's change of
-                the RSP
+                scaled up: seconds from the exhaustion rule turning true (the
+                new replica's Unschedulable lastTransitionTime +
+                capacityExhaustedAfter, as fedfailover reads it) to
+                fedfailover's change of the RSP's clusters
+                Both are timed from watches, each object stamped when it is
+                delivered (a few ms after the API server wrote it); the node's
+                own lastTransitionTime is not used (whole seconds, truncated:
+                it over-stated the taint latency by up to 1 s)
 Targets: RSS <= 300 MB at 3 x 2,000 x 10; idle CPU <= 2 % of a core; 0 writes at
 steady state; decision p99 <= 1 s. Heap and CPU profiles of the manager are
 saved to --profile-dir and their top entries printed.`,

@@ -3,24 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/internal/lab"
 )
 
-// scDecisionPace is how often the decision latencies are sampled.
-const scDecisionPace = 100 * time.Millisecond
-
 // powerOffs powers off o.powerOffs lab nodes one second apart (members
 // round-robin, each member keeps one lab node on) with Machine evidence and
-// times each from its evidence being complete to the out-of-service taint.
+// times each from the loss rule turning true to the out-of-service taint
+// (scTaintClock).
 func (b *scBench) powerOffs(ctx context.Context) (*scLatency, error) {
 	if b.o.powerOffs == 0 {
 		return latency(nil, 0), nil
@@ -36,14 +33,20 @@ func (b *scBench) powerOffs(ctx context.Context) (*scLatency, error) {
 	for i := 0; i < b.o.powerOffs; i++ {
 		member := members[i%len(members)]
 		node := lab.NodeName(member, i/len(members)+1)
+		clock, stop, err := b.watchNode(ctx, member, node)
+		if err != nil {
+			return nil, err
+		}
 		if err := b.l.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+			stop()
 			return nil, err
 		}
 		evidence := time.Now()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := b.timeTaint(ctx, member, node, evidence)
+			defer stop()
+			s, err := b.timeTaint(ctx, clock, evidence)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -51,7 +54,7 @@ func (b *scBench) powerOffs(ctx context.Context) (*scLatency, error) {
 				missing++
 				return
 			}
-			b.progress("  %s: evidence -> taint %.3fs", node, s)
+			b.progress("  %s: loss rule true -> taint %.3fs", node, s)
 			samples = append(samples, s)
 		}()
 		if err := sleepCtx(ctx, time.Second); err != nil {
@@ -62,133 +65,87 @@ func (b *scBench) powerOffs(ctx context.Context) (*scLatency, error) {
 	return latency(samples, missing), nil
 }
 
-// timeTaint samples the node until it carries the out-of-service taint and
-// returns the seconds from the evidence complete: the later of the Machine
-// evidence written and the node's NotReady transition + notReadyFor (when
-// fedfailover's own loss rule turns true).
-func (b *scBench) timeTaint(ctx context.Context, member, node string, evidence time.Time) (float64, error) {
-	cl, err := b.l.Client(member)
+// watchNode starts the watch of one node that times it.
+func (b *scBench) watchNode(ctx context.Context, member, node string) (*scTaintClock, context.CancelFunc, error) {
+	cfg, err := b.restConfig(member)
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	var lost, tainted time.Time
-	err = pollEvery(ctx, scGrace+b.o.notReadyFor+90*time.Second, scDecisionPace, node+" tainted out-of-service", func(ctx context.Context) (bool, string, error) {
-		n := &corev1.Node{}
-		if err := cl.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
-			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
-		}
-		now := time.Now()
-		if c := rcReadyCondition(n); c != nil && c.Status != corev1.ConditionTrue && lost.IsZero() {
-			lost = c.LastTransitionTime.Add(b.o.notReadyFor)
-		}
-		if rcHasOOSTaint(n) {
-			tainted = now
-			return true, "", nil
-		}
-		return false, fmt.Sprintf("Ready=%s", lab.NodeReadyStatus(n)), nil
-	})
-	if err != nil {
-		return 0, err
+	clock := newTaintClock(b.o.notReadyFor)
+	wctx, stop := context.WithCancel(ctx)
+	if err := scWatch(wctx, cfg, &corev1.Node{}, "", fields.OneTermEqualSelector("metadata.name", node), clock.observe); err != nil {
+		stop()
+		return nil, nil, err
 	}
-	if lost.IsZero() {
-		return 0, fmt.Errorf("tainted before it was seen NotReady")
-	}
-	complete := evidence
-	if lost.After(complete) {
-		complete = lost
-	}
-	return tainted.Sub(complete).Seconds(), nil
+	return clock, stop, nil
 }
 
-var rspGVK = schema.GroupVersionKind{Group: "scheduling.kubefed.io", Version: "v1alpha1", Kind: "ReplicaSchedulingPreference"}
+// timeTaint waits for the node's taint and returns the seconds from the
+// loss rule turning true to it.
+func (b *scBench) timeTaint(ctx context.Context, clock *scTaintClock, evidence time.Time) (float64, error) {
+	wait, cancel := context.WithTimeout(ctx, scGrace+b.o.notReadyFor+90*time.Second)
+	defer cancel()
+	select {
+	case <-clock.done:
+	case <-wait.Done():
+	}
+	return clock.latency(evidence)
+}
 
 // exhaustion cordons the last member's lab nodes, scales o.exhaustRSPs RSPs
-// up by one replica per member and times each from its new replica's
-// Unschedulable transition + capacityExhaustedAfter to fedfailover's first
-// change of the RSP's clusters.
+// up by one replica per member and times each from its rule turning true
+// (its new replica's Unschedulable transition + capacityExhaustedAfter) to
+// fedfailover's first change of the RSP's clusters (scShiftClock).
 func (b *scBench) exhaustion(ctx context.Context) (*scLatency, error) {
 	if b.o.exhaustRSPs == 0 {
 		return latency(nil, 0), nil
 	}
 	members := b.l.Members()
 	member := members[len(members)-1]
+	clock := newShiftClock(scAfter())
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	memberCfg, err := b.restConfig(member)
+	if err != nil {
+		return nil, err
+	}
+	if err := scWatch(wctx, memberCfg, &corev1.Pod{}, scNamespace, fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)), clock.observePod); err != nil {
+		return nil, err
+	}
+	if err := scWatch(wctx, b.hostCfg, &fedschedv1a1.ReplicaSchedulingPreference{}, scNamespace, nil, clock.observeRSP); err != nil {
+		return nil, err
+	}
 	b.progress("exhausting %s (its lab nodes cordoned) and scaling %d RSPs up", member, b.o.exhaustRSPs)
 	if err := b.l.ExhaustCapacity(ctx, member, lab.ExhaustCordon); err != nil {
 		return nil, err
 	}
-	before := map[string]any{}
 	for i := 0; i < b.o.exhaustRSPs; i++ {
 		name := fmt.Sprintf("%s-%d", scWorkload, i)
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(rspGVK)
-		if err := b.host.Get(ctx, client.ObjectKey{Namespace: scNamespace, Name: name}, u); err != nil {
+		rsp := &fedschedv1a1.ReplicaSchedulingPreference{}
+		if err := b.host.Get(ctx, client.ObjectKey{Namespace: scNamespace, Name: name}, rsp); err != nil {
 			return nil, err
 		}
-		patch := client.MergeFrom(u.DeepCopy())
-		if err := unstructured.SetNestedField(u.Object, int64(2*len(members)), "spec", "totalReplicas"); err != nil {
-			return nil, err
-		}
-		if err := b.host.Patch(ctx, u, patch); err != nil {
+		patch := client.MergeFrom(rsp.DeepCopy())
+		rsp.Spec.TotalReplicas = int32(2 * len(members))
+		if err := b.host.Patch(ctx, rsp, patch); err != nil {
 			return nil, fmt.Errorf("scaling RSP %s: %w", name, err)
 		}
-		before[name], _, _ = unstructured.NestedFieldCopy(u.Object, "spec", "clusters")
+		clock.expect(name, rsp.Spec.Clusters)
 	}
-	cl, err := b.l.Client(member)
-	if err != nil {
-		return nil, err
-	}
-	after := scAfter()
-	unsched := map[string]time.Time{} // workload -> earliest Unschedulable
-	shifted := map[string]time.Time{}
-	err = pollEvery(ctx, after+3*time.Minute, scDecisionPace, fmt.Sprintf("%d RSPs shifted", b.o.exhaustRSPs), func(ctx context.Context) (bool, string, error) {
-		var pods corev1.PodList
-		if err := cl.List(ctx, &pods, client.InNamespace(scNamespace), client.MatchingFields{"status.phase": string(corev1.PodPending)}); err == nil {
-			for _, p := range pods.Items {
-				for _, c := range p.Status.Conditions {
-					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-						app := p.Labels["app"]
-						if t, ok := unsched[app]; !ok || c.LastTransitionTime.Time.Before(t) {
-							unsched[app] = c.LastTransitionTime.Time
-						}
-					}
-				}
-			}
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(rspGVK.GroupVersion().WithKind(rspGVK.Kind + "List"))
-		if err := b.host.List(ctx, list, client.InNamespace(scNamespace)); err != nil {
-			return false, err.Error(), nil //nolint:nilerr // a failed read is retried until the deadline
-		}
-		now := time.Now()
-		for i := range list.Items {
-			name := list.Items[i].GetName()
-			old, ok := before[name]
-			if _, done := shifted[name]; !ok || done {
-				continue
-			}
-			cur, _, _ := unstructured.NestedFieldCopy(list.Items[i].Object, "spec", "clusters")
-			if !reflect.DeepEqual(old, cur) {
-				shifted[name] = now
-			}
-		}
-		return len(shifted) == len(before), fmt.Sprintf("%d/%d shifted, %d seen Unschedulable", len(shifted), len(before), len(unsched)), nil
+	err = pollEvery(ctx, clock.after+3*time.Minute, scWaitPace, fmt.Sprintf("%d RSPs shifted", b.o.exhaustRSPs), func(context.Context) (bool, string, error) {
+		ok, why := clock.progress()
+		return ok, why, nil
 	})
 	if err != nil {
 		b.progress("  %v", err)
 	}
-	var samples []float64
-	missing := 0
-	for name := range before {
-		at, ok1 := shifted[name]
-		since, ok2 := unsched[name]
-		if !ok1 || !ok2 {
-			missing++
-			continue
-		}
-		samples = append(samples, at.Sub(since.Add(after)).Seconds())
-	}
+	samples, missing := clock.samples()
 	return latency(samples, missing), nil
 }
+
+// scWaitPace is how often the bench looks whether the watches saw every
+// decision; the times themselves come from the watches.
+const scWaitPace = 100 * time.Millisecond
 
 // scAfter is the policy's capacityExhaustedAfter.
 func scAfter() time.Duration { return rbBenchPolicy.CapacityExhaustedAfter.Get() }

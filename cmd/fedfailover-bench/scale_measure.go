@@ -64,6 +64,8 @@ type scResult struct {
 
 // scLatency is one decision latency over its samples.
 type scLatency struct {
+	// Basis says from what and to what each sample is timed.
+	Basis   string    `json:"basis,omitempty"`
 	Samples []float64 `json:"samples_seconds"`
 	Missing int       `json:"missing"`
 	P50     float64   `json:"p50_seconds"`
@@ -245,9 +247,11 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 	if r.Taint, err = b.powerOffs(ctx); err != nil {
 		return fmt.Errorf("taint latency: %w", err)
 	}
+	r.Taint.Basis = scTaintBasis
 	if r.Shift, err = b.exhaustion(ctx); err != nil {
 		return fmt.Errorf("shift latency: %w", err)
 	}
+	r.Shift.Basis = scShiftBasis
 	sampleRSS()
 	r.PeakRSSMB = peak
 	return nil

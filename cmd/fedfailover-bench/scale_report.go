@@ -63,9 +63,9 @@ func (b *scBench) report(r *scResult) error {
 		{fmt.Sprintf("idle CPU over %.0fs (%% of one core)", r.SteadySeconds), fmt.Sprintf("%.2f", r.CPUPercent), "-", "<= 2", t["cpu"]},
 		{"writes/s to members (steady)", fmt.Sprintf("%.3f", r.MemberWrites), "-", "0", t["member_writes"]},
 		{"writes/s to host without leader election (steady)", fmt.Sprintf("%.3f", r.HostOtherWrites), "-", "0", t["host_writes"]},
-		{"evidence -> out-of-service taint (s)", scSeconds(r.Taint, func(l *scLatency) float64 { return l.P50 }),
+		{"loss rule true (first seen not Ready + notReadyFor, or evidence) -> taint (s)", scSeconds(r.Taint, func(l *scLatency) float64 { return l.P50 }),
 			scSeconds(r.Taint, func(l *scLatency) float64 { return l.P99 }), "p99 <= 1", t["taint"]},
-		{"Unschedulable + capacityExhaustedAfter -> RSP shift (s)", scSeconds(r.Shift, func(l *scLatency) float64 { return l.P50 }),
+		{"exhaustion rule true (Unschedulable transition + capacityExhaustedAfter) -> RSP shift (s)", scSeconds(r.Shift, func(l *scLatency) float64 { return l.P50 }),
 			scSeconds(r.Shift, func(l *scLatency) float64 { return l.P99 }), "p99 <= 1", t["shift"]},
 	}
 	if err := bench.Table(out, []string{"FIGURE", "VALUE (P50)", "P99", "TARGET", "RESULT"}, rows); err != nil {
@@ -93,8 +93,9 @@ func (b *scBench) report(r *scResult) error {
 		}
 		return l.Missing
 	}
-	fmt.Fprintf(out, "decisions: %d taints timed (%d not seen), %d RSP shifts timed (%d not seen); sampled every %s\n",
-		len(r.Taint.Samples), missing(r.Taint), len(r.Shift.Samples), missing(r.Shift), scDecisionPace)
+	fmt.Fprintf(out, "decisions: %d taints timed (%d not seen), %d RSP shifts timed (%d not seen), both ends from watches (stamped on delivery, host clock)\n",
+		len(r.Taint.Samples), missing(r.Taint), len(r.Shift.Samples), missing(r.Shift))
+	fmt.Fprintf(out, "  taint: %s\n  shift: %s\n", scTaintBasis, scShiftBasis)
 	fmt.Fprintf(out, "machine load average at the end of the steady window: %.2f (1 min), %.2f (5 min); peak RSS %.0f MB\n", r.LoadAvg1, r.LoadAvg5, r.PeakRSSMB)
 	return bench.WriteJSON(out, map[string]any{"benchmark": "scale", "size": b.o.size, "result": r, "targets": t,
 		"target_values": map[string]any{"rss_mb": scTargetRSSMB, "cpu_percent": scTargetCPUPercent, "writes_per_second": 0, "decision_p99_seconds": scTargetDecisionS}})

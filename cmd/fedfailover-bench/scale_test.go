@@ -1,7 +1,13 @@
 package main
 
 import (
+	"math"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 )
 
 func TestLabNodesPerMemberKeepsOneOn(t *testing.T) {
@@ -27,5 +33,66 @@ func TestScaleTargets(t *testing.T) {
 	if got["rss"] != "-" || got["host_writes"] != "MISS" || got["member_writes"] != "PASS" {
 		t.Errorf("small size: rss %s (want -: the target is for the goal size), host writes %s (want MISS), member writes %s (want PASS)",
 			got["rss"], got["host_writes"], got["member_writes"])
+	}
+}
+
+func notReadyNode(transition time.Time, tainted bool) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(transition)}}}}
+	if tainted {
+		n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}
+	}
+	return n
+}
+
+// The taint is timed from the bench's own first sighting of the node not
+// Ready, as fedfailover counts notReadyFor: the Node's lastTransitionTime
+// (whole seconds) would add the 0.7 s it was truncated by.
+func TestTaintClockCountsFromTheFirstSighting(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC) // the transition, truncated
+	seen := t0.Add(700 * time.Millisecond)
+	const nrf = 5 * time.Second
+	c := newTaintClock(nrf)
+	c.observe(notReadyNode(t0, false), seen)
+	c.observe(notReadyNode(t0, false), seen.Add(time.Second)) // a later delivery changes nothing
+	c.observe(notReadyNode(t0, true), seen.Add(nrf+50*time.Millisecond))
+	if got, err := c.latency(t0.Add(-time.Minute)); err != nil || math.Abs(got-0.05) > 1e-9 {
+		t.Errorf("latency = %v, %v; want 0.05 s from first sighting + notReadyFor", got, err)
+	}
+	if got, err := c.latency(seen.Add(nrf + 30*time.Millisecond)); err != nil || math.Abs(got-0.02) > 1e-9 {
+		t.Errorf("latency with later evidence = %v, %v; want 0.02 s from the evidence", got, err)
+	}
+	early := newTaintClock(nrf)
+	early.observe(&corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeOutOfService}}}}, seen)
+	if _, err := early.latency(t0); err == nil {
+		t.Error("a node tainted while never seen not Ready was timed")
+	}
+}
+
+func TestShiftClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	c := newShiftClock(10 * time.Second)
+	before := map[string]fedschedv1a1.ClusterPreferences{"member1": {Weight: 1}, "member2": {Weight: 1}}
+	c.expect("web-0", before)
+	c.expect("web-1", before)
+	pod := func(app string, since time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(since)}}}}
+	}
+	c.observePod(pod("web-0", t0.Add(time.Second)), t0)
+	c.observePod(pod("web-0", t0), t0) // the earliest transition counts
+	rsp := func(name string, clusters map[string]fedschedv1a1.ClusterPreferences) *fedschedv1a1.ReplicaSchedulingPreference {
+		return &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{Clusters: clusters}}
+	}
+	c.observeRSP(rsp("web-0", before), t0.Add(5*time.Second)) // unchanged: not a shift
+	shifted := map[string]fedschedv1a1.ClusterPreferences{"member1": {Weight: 2}, "member2": {Weight: 0}}
+	c.observeRSP(rsp("web-0", shifted), t0.Add(10*time.Second+300*time.Millisecond))
+	c.observeRSP(rsp("web-0", before), t0.Add(20*time.Second)) // the first change counts
+	if done, _ := c.progress(); done {
+		t.Error("done with web-1 not shifted")
+	}
+	got, missing := c.samples()
+	if len(got) != 1 || math.Abs(got[0]-0.3) > 1e-9 || missing != 1 {
+		t.Errorf("samples %v, missing %d; want [0.3] and web-1 missing", got, missing)
 	}
 }

@@ -3,6 +3,7 @@ package rebalance
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,9 @@ import (
 type fakeMembers struct {
 	readers map[string]client.Client
 	down    map[string]bool
+	// liveDelay is added to each live read (GetClient), as a member API
+	// server's round trip would.
+	liveDelay time.Duration
 }
 
 func noMembers(t *testing.T) *fakeMembers {
@@ -59,6 +63,25 @@ func (f *fakeMembers) GetClient(_ context.Context, c string) (client.Client, err
 	if f.down[c] {
 		return nil, member.ErrNotConnected
 	}
+	if f.liveDelay > 0 {
+		return slowClient{Client: f.readers[c], delay: f.liveDelay}, nil
+	}
 	return f.readers[c], nil
+}
+
+// slowClient is a member client whose reads take a round trip's time.
+type slowClient struct {
+	client.Client
+	delay time.Duration
+}
+
+func (s slowClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	time.Sleep(s.delay) // the cost being modelled, not a synchronisation
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+func (s slowClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	time.Sleep(s.delay) // the cost being modelled, not a synchronisation
+	return s.Client.List(ctx, list, opts...)
 }
 func (f *fakeMembers) Watch(context.Context, string, member.WatchInput) error { return nil }

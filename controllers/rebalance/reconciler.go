@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -176,7 +177,9 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	res := planner.Plan(in)
 	if err := r.apply(ctx, pol, rsp, m, res, mem); err != nil {
 		if errors.Is(err, errStale) {
-			return ctrl.Result{RequeueAfter: time.Second}, nil
+			// The RSP's newer version is on its way through the watch and
+			// queues the next pass; this requeue is only a safety net.
+			return ctrl.Result{RequeueAfter: staleRequeue, Priority: ptr.To(duePriority)}, nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -187,7 +190,26 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	// kubefed status).
 	next := wake.Soonest{}
 	next.At(wake.Earliest(requeue, res.RequeueAt))
-	return ctrl.Result{RequeueAfter: next.After(now, minRequeue, r.opts.Resync)}, nil
+	// The queue counts RequeueAfter from the end of the pass: counted from
+	// its start, a due transition would wait the pass's length again.
+	end := r.now()
+	return ctrl.Result{RequeueAfter: next.After(end, minRequeue, r.opts.Resync), Priority: ptr.To(wakePriority(next, end, r.opts.Resync))}, nil
+}
+
+// duePriority queues a pass that is due at a time-based transition (a
+// member failing, pods becoming exhausted, a window ending) ahead of the
+// passes events queue: a fan-out over every RSP (a Node change, a member
+// connecting) or the manager's initial list (queued at controller-runtime's
+// low priority, which a requeue would otherwise inherit) must not delay a
+// decision that is due now. Resync passes keep the default priority.
+const duePriority = 10
+
+// wakePriority is the queue priority of the pass next schedules.
+func wakePriority(next wake.Soonest, now time.Time, resync time.Duration) int {
+	if at := next.Time(); !at.IsZero() && at.Sub(now) <= resync {
+		return duePriority
+	}
+	return 0
 }
 
 // recordedMarks is the durable state: in dry-run the process memory (the
@@ -246,3 +268,7 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 
 // minRequeue keeps a transition that is already due from spinning.
 const minRequeue = 100 * time.Millisecond
+
+// staleRequeue is the pass after a write refused as stale (the cache lagged
+// behind the RSP): short, since a decision may be waiting on it.
+const staleRequeue = 200 * time.Millisecond

@@ -99,16 +99,13 @@ func (r *Reconciler) allRSPs(ctx context.Context, namespace string) []reconcile.
 }
 
 // ensureWatches adds the member Pod and Node watches once per connection.
-// Pods map to the RSPs of their namespace, Nodes to every RSP.
+// Pods map to their own workload's RSP (podHandler), Nodes to every RSP.
 func (r *Reconciler) ensureWatches(ctx context.Context, cluster string) error {
-	podToRSPs := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return r.allRSPs(ctx, o.GetNamespace())
-	})
 	nodeToRSPs := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return r.allRSPs(ctx, "")
 	})
 	for _, w := range []member.WatchInput{
-		{Name: "rebalance-pods", Kind: &corev1.Pod{}, Handler: podToRSPs, Predicates: []predicate.Predicate{podChanged}},
+		{Name: "rebalance-pods", Kind: &corev1.Pod{}, Handler: r.podHandler(), Predicates: []predicate.Predicate{podChanged}},
 		{Name: "rebalance-nodes", Kind: &corev1.Node{}, Handler: nodeToRSPs, Predicates: []predicate.Predicate{nodeCapacityChanged}},
 	} {
 		w.Watcher = r.ctrl

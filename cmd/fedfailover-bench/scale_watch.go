@@ -82,7 +82,7 @@ func (b *scBench) restConfig(cluster string) (*rest.Config, error) {
 const (
 	scTaintBasis = "from the later of the Machine evidence and the Node first seen not Ready (bench watch, host clock) + notReadyFor, " +
 		"to the out-of-service taint seen (bench watch)"
-	scShiftBasis = "from the new replica's PodScheduled=False/Unschedulable lastTransitionTime (member clock, whole seconds, as fedfailover reads it) + " +
+	scShiftBasis = "from the workload's pod first seen Unschedulable (bench watch, host clock) + " +
 		"capacityExhaustedAfter, to the RSP's spec.clusters change seen (bench watch)"
 )
 
@@ -138,16 +138,16 @@ func (c *scTaintClock) latency(evidence time.Time) (float64, error) {
 	return c.tainted.Sub(complete).Seconds(), nil
 }
 
-// scShiftClock times the RSPs of an exhausted member. fedfailover's rule is
-// the member pod's PodScheduled=False/Unschedulable lastTransitionTime +
-// capacityExhaustedAfter (the transition time as it reads it, from the
-// member), so that is the start; the end is the watch delivering the RSP's
-// spec.clusters changed.
+// scShiftClock times the RSPs of an exhausted member. fedfailover counts
+// capacityExhaustedAfter from when it first sees a pod of the workload
+// Unschedulable (host clock), so the start is the bench's own first
+// sighting of one + capacityExhaustedAfter; the end is the watch
+// delivering the RSP's spec.clusters changed.
 type scShiftClock struct {
 	after   time.Duration
 	mu      sync.Mutex
 	before  map[string]map[string]fedschedv1a1.ClusterPreferences // RSP -> spec.clusters before
-	unsched map[string]time.Time                                  // workload -> earliest Unschedulable transition
+	unsched map[string]time.Time                                  // workload -> a pod first seen Unschedulable
 	shifted map[string]time.Time
 }
 
@@ -162,7 +162,7 @@ func (c *scShiftClock) expect(rsp string, clusters map[string]fedschedv1a1.Clust
 	c.before[rsp] = clusters
 }
 
-func (c *scShiftClock) observePod(o client.Object, _ time.Time) {
+func (c *scShiftClock) observePod(o client.Object, at time.Time) {
 	p, ok := o.(*corev1.Pod)
 	if !ok || p.Status.Phase != corev1.PodPending {
 		return
@@ -171,9 +171,8 @@ func (c *scShiftClock) observePod(o client.Object, _ time.Time) {
 	defer c.mu.Unlock()
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-			app := p.Labels["app"]
-			if t, ok := c.unsched[app]; !ok || cond.LastTransitionTime.Time.Before(t) {
-				c.unsched[app] = cond.LastTransitionTime.Time
+			if app := p.Labels["app"]; c.unsched[app].IsZero() {
+				c.unsched[app] = at
 			}
 		}
 	}

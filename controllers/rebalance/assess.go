@@ -27,9 +27,11 @@ type observation struct {
 	Running int64
 	// Fits is capacity.Fit's estimate for the workload's pod template.
 	Fits int64
-	// UnschedulableSince is the earliest transition to Unschedulable among
-	// the workload's pending pods (zero: none is).
-	UnschedulableSince time.Time
+	// Unschedulable: some pod of the workload, not being deleted, is
+	// Unschedulable. Only that it is, never since when: the member's
+	// timestamp is on the member's clock (capacityExhaustedAfter counts
+	// from fedfailover's first sighting, MemberTimers.UnschedulableSince).
+	Unschedulable bool
 }
 
 // assessment is a member's planner input, its updated marks, and when the
@@ -112,17 +114,22 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 		return a
 	}
 	a.Member = planner.Member{State: planner.Healthy, Running: obs.Running, Fits: max(obs.Fits, 0), KubefedReady: true}
-	if !obs.UnschedulableSince.IsZero() {
-		exhaustAt := obs.UnschedulableSince.Add(spec.CapacityExhaustedAfter.Get())
+	if obs.Unschedulable {
+		since := microOf(prev.UnschedulableSince)
+		if since.IsZero() {
+			since = now.Truncate(time.Microsecond)
+		}
+		a.Marks.UnschedulableSince = microPtr(since)
+		exhaustAt := since.Add(spec.CapacityExhaustedAfter.Get())
 		if now.Before(exhaustAt) {
 			a.RequeueAt = exhaustAt
 		} else {
 			a.Member.State = planner.Exhausted
-			a.Since = obs.UnschedulableSince
+			a.Since = since
 			return a // no room while pods cannot be scheduled
 		}
 	}
-	if obs.Fits > 0 && obs.UnschedulableSince.IsZero() {
+	if obs.Fits > 0 && !obs.Unschedulable {
 		since := timeOf(prev.RoomSince)
 		if since.IsZero() {
 			since = now
@@ -133,25 +140,21 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 	return a
 }
 
-// unschedulableSince is the earliest transition to Unschedulable among
-// pods still pending, or zero.
-func unschedulableSince(pods []corev1.Pod) time.Time {
-	var since time.Time
+// anyUnschedulable: some pod not being deleted and not bound to a node is
+// Unschedulable.
+func anyUnschedulable(pods []corev1.Pod) bool {
 	for i := range pods {
 		p := &pods[i]
 		if p.DeletionTimestamp != nil || p.Spec.NodeName != "" {
 			continue
 		}
 		for _, c := range p.Status.Conditions {
-			if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
-				continue
-			}
-			if t := c.LastTransitionTime.Time; !t.IsZero() && (since.IsZero() || t.Before(since)) {
-				since = t
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return true
 			}
 		}
 	}
-	return since
+	return false
 }
 
 // runningPods counts pods that run, are Ready and are not being deleted:

@@ -91,7 +91,8 @@ func TestExhaustedRightAfterFailbackBacksOff(t *testing.T) {
 	full.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
 	full.add(t, "member2", append(deploy(), podOf("p1", "rs-1", false), podOf("p2", "rs-1", false))...)
 	r.members = full
-	passAt(t, r, key, t0.Add(6*time.Second)) // Unschedulable since t0 for capacityExhaustedAfter (5s)
+	passAt(t, r, key, t0.Add(time.Second))   // Unschedulable first seen
+	passAt(t, r, key, t0.Add(6*time.Second)) // and for capacityExhaustedAfter (5s) since
 	m = recordedState(t, c, key)
 	if got := m.Members["member2"]; got.Backoff != 1 || got.LastFailback != nil {
 		t.Errorf("member2 timers %+v, want backoff 1 and the probation over", got)

@@ -167,7 +167,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		metrics.MemberFreeCapacity.WithLabelValues(cluster, string(name)).Set(v)
 	}
 	return observation{Healthy: true, KubefedReady: true, Running: runningPods(mine), Fits: est.Replicas,
-		UnschedulableSince: unschedulableSince(mine)}, nil
+		Unschedulable: anyUnschedulable(mine)}, nil
 }
 
 // ownerIn finds the member's ReplicaSet of the workload (workloadOwner).

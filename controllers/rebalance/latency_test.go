@@ -181,7 +181,9 @@ func TestDueExhaustionIsNotQueuedBehindAFanOut(t *testing.T) {
 	// The first `due` workloads' new replicas turn Unschedulable in member2
 	// (the pod events pass their RSPs); capacityExhaustedAfter later they
 	// are due, just after a fan-out over the others was queued.
-	since := time.Now().Truncate(time.Second)
+	// fedfailover counts from its first sighting, just after since: timed
+	// from since, the figures include that sighting's delay.
+	since := time.Now()
 	dueAt := since.Add(spec.CapacityExhaustedAfter.Get())
 	for i := range due {
 		if err := fm.readers["member2"].Create(t.Context(), unschedulablePod(ns, i, since)); err != nil {
@@ -249,13 +251,13 @@ func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() (bo
 	}
 }
 
-// The pass that sees pods Unschedulable wakes the RSP exactly when
-// capacityExhaustedAfter ends, however long the pass takes: its wait is
+// The pass that first sees pods Unschedulable wakes the RSP exactly when
+// capacityExhaustedAfter ends, counted from that sighting on the host's clock, however long the pass takes: its wait is
 // counted from the clock when it returns (the queue counts RequeueAfter
 // from there). Before, it came late by the pass's own length.
 func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "wake"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(testSpec())}}
-	r, _, _, key := rspWithAnnotation(t, "", pol)
+	r, c, _, key := rspWithAnnotation(t, "", pol)
 	deploy := func() []client.Object {
 		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
 			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}
@@ -270,7 +272,11 @@ func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	due := t0.Add(testSpec().CapacityExhaustedAfter.Get())
+	seen := recordedState(t, c, key).Members["member2"].UnschedulableSince
+	if seen == nil || seen.Before(&metav1.MicroTime{Time: t0.Add(time.Second)}) {
+		t.Fatalf("Unschedulable first seen at %v, want this pass's reading of the host clock", seen)
+	}
+	due := seen.Add(testSpec().CapacityExhaustedAfter.Get())
 	if wake := clock.Add(res.RequeueAfter); !wake.Equal(due) {
 		t.Errorf("wakes at %s, %s after the exhaustion rule turns true (%s)", wake.Format("15:04:05.000"), wake.Sub(due), due.Format("15:04:05.000"))
 	}

@@ -62,3 +62,18 @@ func timeOf(t *metav1.Time) time.Time {
 	}
 	return t.Time
 }
+
+func microPtr(t time.Time) *metav1.MicroTime {
+	if t.IsZero() {
+		return nil
+	}
+	mt := metav1.NewMicroTime(t.Truncate(time.Microsecond))
+	return &mt
+}
+
+func microOf(t *metav1.MicroTime) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.Time
+}

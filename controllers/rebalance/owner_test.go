@@ -59,7 +59,7 @@ func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !obs.Healthy || obs.Running != 2 || !obs.UnschedulableSince.IsZero() {
+	if !obs.Healthy || obs.Running != 2 || obs.Unschedulable {
 		t.Errorf("observation %+v, want healthy, 2 running (the current ReplicaSet's), no Unschedulable pod of the workload", obs)
 	}
 

@@ -55,11 +55,17 @@ func TestAssess(t *testing.T) {
 			obs: observation{Healthy: true, Running: 3}, prev: contract.MemberTimers{RoomSince: at(0)}, now: t0.Add(time.Hour),
 			state: planner.Healthy},
 		{name: "unschedulable, not long enough: wake up when it is",
-			obs: observation{Healthy: true, Fits: 3, UnschedulableSince: t0}, prev: contract.MemberTimers{RoomSince: at(-time.Hour)}, now: t0.Add(2 * time.Second),
-			state: planner.Healthy, requeue: t0.Add(5 * time.Second)},
-		{name: "unschedulable for capacityExhaustedAfter: exhausted",
-			obs: observation{Healthy: true, Running: 3, UnschedulableSince: t0}, now: t0.Add(5 * time.Second),
-			state: planner.Exhausted},
+			obs: observation{Healthy: true, Fits: 3, Unschedulable: true}, prev: contract.MemberTimers{RoomSince: at(-time.Hour), UnschedulableSince: microPtr(t0)}, now: t0.Add(2 * time.Second),
+			state: planner.Healthy, requeue: t0.Add(5 * time.Second), marks: contract.MemberTimers{UnschedulableSince: microPtr(t0)}},
+		{name: "unschedulable first seen: the timer starts now, on the host's clock",
+			obs: observation{Healthy: true, Running: 3, Unschedulable: true}, now: t0,
+			state: planner.Healthy, requeue: t0.Add(5 * time.Second), marks: contract.MemberTimers{UnschedulableSince: microPtr(t0)}},
+		{name: "unschedulable for capacityExhaustedAfter since first seen: exhausted",
+			obs: observation{Healthy: true, Running: 3, Unschedulable: true}, prev: contract.MemberTimers{UnschedulableSince: microPtr(t0)}, now: t0.Add(5 * time.Second),
+			state: planner.Exhausted, marks: contract.MemberTimers{UnschedulableSince: microPtr(t0)}},
+		{name: "schedulable again: the unschedulable timer is cleared",
+			obs: observation{Healthy: true, Running: 3}, prev: contract.MemberTimers{UnschedulableSince: microPtr(t0)}, now: t0.Add(time.Hour),
+			state: planner.Healthy},
 		{name: "never connected by this process, kubefed Ready: unknown, no failing timer (startup grace)",
 			obs: observation{KubefedReady: true, Unknown: true}, prev: contract.MemberTimers{FailingSince: at(-time.Hour)}, now: t0,
 			state: planner.Healthy},
@@ -128,7 +134,7 @@ func TestBaselineOf(t *testing.T) {
 	}
 }
 
-func TestUnschedulableSinceAndRunning(t *testing.T) {
+func TestUnschedulableAndRunning(t *testing.T) {
 	pending := func(at time.Time) corev1.Pod {
 		return corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
@@ -140,11 +146,11 @@ func TestUnschedulableSinceAndRunning(t *testing.T) {
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 	notReady := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	pods := []corev1.Pod{pending(t0.Add(3 * time.Second)), pending(t0), deleting, running, notReady}
-	if got := unschedulableSince(pods); !got.Equal(t0) {
-		t.Errorf("unschedulableSince %s, want %s", got, t0)
+	if !anyUnschedulable(pods) {
+		t.Error("anyUnschedulable false with two Unschedulable pods")
 	}
-	if got := unschedulableSince([]corev1.Pod{running}); !got.IsZero() {
-		t.Errorf("unschedulableSince without pending pods %s", got)
+	if anyUnschedulable([]corev1.Pod{running, deleting}) {
+		t.Error("anyUnschedulable true with only a running pod and a deleting one")
 	}
 	if got := runningPods(pods); got != 1 {
 		t.Errorf("running %d, want 1", got)

@@ -38,6 +38,11 @@ type MemberTimers struct {
 	// FailingSince: first seen disconnected or not Ready, without a healthy
 	// observation since.
 	FailingSince *metav1.Time `json:"failingSince,omitempty"`
+	// UnschedulableSince: first seen with an Unschedulable pod (on the
+	// host's clock), without an observation free of them since. In
+	// microseconds: whole seconds would end capacityExhaustedAfter up to a
+	// second early.
+	UnschedulableSince *metav1.MicroTime `json:"unschedulableSince,omitempty"`
 	// RoomSince: first seen healthy with room, without a bad observation since.
 	RoomSince *metav1.Time `json:"roomSince,omitempty"`
 	// LastFailback: when replicas were last moved back to the member; set

@@ -79,7 +79,7 @@ func TestShiftClock(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(since)}}}}
 	}
-	c.observePod(pod("web-0", t0.Add(-time.Hour)), t0)      // the member's timestamp does not count (its clock)
+	c.observePod(pod("web-0", t0.Add(-time.Hour)), t0)    // the member's timestamp does not count (its clock)
 	c.observePod(pod("web-0", t0), t0.Add(3*time.Second)) // the first sighting does
 	rsp := func(name string, clusters map[string]fedschedv1a1.ClusterPreferences) *fedschedv1a1.ReplicaSchedulingPreference {
 		return &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{Clusters: clusters}}

@@ -323,8 +323,12 @@ func TestShardReplicaCutFromHostStopsBeforeTakeover(t *testing.T) {
 			t.Errorf("%s: last write by the cut replica %s, holds dropped %s, last renewal %s, taken over %s: want the write and the drop before the takeover, a lease duration (%s) after the renewal",
 				m, last.Format(stamp), dropped.Format(stamp), tm.Last.Format(stamp), tm.To.Format(stamp), shardLease)
 		}
-		t.Logf("%s: last renewal %s before the cut; last write by the cut replica %s before the takeover, holds dropped %s before it; taken over %s after the cut",
-			m, cutAt.Sub(tm.Last).Round(time.Millisecond), tm.To.Sub(last).Round(time.Millisecond),
+		wrote := "none"
+		if !last.IsZero() {
+			wrote = tm.To.Sub(last).Round(time.Millisecond).String() + " before the takeover"
+		}
+		t.Logf("%s: last renewal %s before the cut; last write by the cut replica: %s; holds dropped %s before the takeover; taken over %s after the cut",
+			m, cutAt.Sub(tm.Last).Round(time.Millisecond), wrote,
 			tm.To.Sub(dropped).Round(time.Millisecond), tm.To.Sub(cutAt).Round(time.Millisecond))
 	}
 	for _, w := range writes {

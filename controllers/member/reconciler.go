@@ -92,7 +92,7 @@ func (r *reconciler) restConfig(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 	}
 	o := r.cache.opts
 	cfg, err := memberconfig.RESTConfig(kfc, secret, memberconfig.Options{
-		QPS: o.QPS, Burst: o.Burst, UserAgent: "fedfailover-member", DialTimeout: o.ConnectTimeout, AllowHTTP: o.AllowInsecureEndpoints})
+		QPS: o.QPS, Burst: o.Burst, UserAgent: r.cache.memberUserAgent(), DialTimeout: o.ConnectTimeout, AllowHTTP: o.AllowInsecureEndpoints})
 	if err != nil {
 		return nil, "", "", reasonFor(err), err
 	}

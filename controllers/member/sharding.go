@@ -16,6 +16,22 @@ const ReasonNotOwned = "NotOwned"
 
 const notOwnedMessage = "owned by another replica (members are sharded across replicas)"
 
+// memberAgent is the user agent of the member clients. Audit checkers (the
+// chaos campaign, the sharding lab tests) find fedfailover's writes to a
+// member by this prefix.
+const memberAgent = "fedfailover-member"
+
+// memberUserAgent is the user agent of this replica's member clients. With
+// sharding on it carries the shard identity: replicas share the member
+// credentials (and, behind a proxy, the source address), so only the agent
+// tells their writes apart in a member's audit log.
+func (c *Cache) memberUserAgent() string {
+	if c.shard == nil {
+		return memberAgent
+	}
+	return memberAgent + "/" + c.shard.o.Identity
+}
+
 // Sharded reports whether members are sharded across replicas.
 func (c *Cache) Sharded() bool { return c.shard != nil }
 

@@ -4,11 +4,19 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/connrotation"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/internal/memberconfig"
+	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
 // holding returns a coordinator that holds members, renewed just now.
@@ -92,5 +100,40 @@ func TestLosingTheLeaseDisconnectsAndForgetsConnectedOnce(t *testing.T) {
 	c.ownershipChanged("gone", false)
 	if _, ok := c.members["gone"]; ok {
 		t.Fatal("ownershipChanged created state for an unknown member")
+	}
+}
+
+// The member clients' user agent carries the shard identity with sharding
+// on (replicas share the member credentials, so a member's audit log tells
+// them apart only by it) and keeps the prefix audit checkers look for.
+func TestMemberUserAgentCarriesTheShardIdentity(t *testing.T) {
+	kfc := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "m1"},
+		Spec: kubefedv1beta1.KubeFedClusterSpec{APIEndpoint: "https://m1.example:6443",
+			SecretRef: kubefedv1beta1.LocalSecretReference{Name: "m1-token"}}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "m1-token"},
+		Data: map[string][]byte{memberconfig.TokenKey: []byte("t")}}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := fake.NewClientBuilder().WithScheme(s).WithObjects(secret).Build()
+	for _, c := range []struct {
+		name  string
+		shard *coordinator
+		want  string
+	}{
+		{"sharding off", nil, "fedfailover-member"},
+		{"sharding on", &coordinator{o: ShardOptions{Identity: "manager-7f3a"}}, "fedfailover-member/manager-7f3a"},
+	} {
+		cache := newCache(Options{}.withDefaults(), s)
+		cache.shard = c.shard
+		r := &reconciler{host: host, cache: cache}
+		cfg, _, _, _, err := r.restConfig(t.Context(), kfc)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if cfg.UserAgent != c.want || !strings.HasPrefix(cfg.UserAgent, "fedfailover-member") {
+			t.Errorf("%s: user agent %q, want %q", c.name, cfg.UserAgent, c.want)
+		}
 	}
 }

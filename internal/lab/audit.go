@@ -12,7 +12,10 @@ const fileAuditPolicy = "audit-policy.yaml"
 // Pods and VolumeAttachments are recorded with their request and response,
 // so a checker sees which taint a patch set and which node a deleted pod or
 // attachment was on. Writes to RSPs and FederatedDeployments carry their
-// request, so a run's placement history can be read back. Reads are not
+// request, so a run's placement history can be read back. Lease writes
+// outside kube-node-lease (leader election, fedfailover's shard Leases)
+// carry their request, so a checker reads each Lease's holders and their
+// terms; the nodes' own Lease renewals stay at Metadata. Reads are not
 // recorded.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -33,6 +36,17 @@ rules:
     resources: ["replicaschedulingpreferences"]
   - group: "types.kubefed.io"
     resources: ["federateddeployments"]
+- level: Metadata
+  namespaces: ["kube-node-lease"]
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+- level: Request
+  verbs: ["create", "update", "patch", "delete"]
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/fedfailover/fedfailover/internal/lab"
 )
 
 // outOfServiceTaint is the taint whose writes I1 and I2 judge.
@@ -42,41 +44,15 @@ type Act struct {
 
 func (a Act) destructive() bool { return a.Kind != ActWrite }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the checker reads.
-type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	RequestObject  json.RawMessage `json:"requestObject"`
-	ResponseObject json.RawMessage `json:"responseObject"`
-	Received       time.Time       `json:"requestReceivedTimestamp"`
-}
-
-var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
-
 // classify turns one audit line into an Act when it is a successful write
 // whose user agent starts with agent.
 func classify(cluster, agent string, line []byte) (Act, bool) {
-	var e auditEvent
-	if json.Unmarshal(line, &e) != nil || e.Stage != "ResponseComplete" || !writeVerbs[e.Verb] ||
-		e.ObjectRef == nil || e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 ||
-		!strings.HasPrefix(e.UserAgent, agent) {
+	e, ok := lab.SuccessfulWrite(line)
+	if !ok || !strings.HasPrefix(e.UserAgent, agent) {
 		return Act{}, false
 	}
-	a := Act{Cluster: cluster, Time: e.Received, Kind: ActWrite, Verb: e.Verb, Resource: e.ObjectRef.Resource,
+	a := Act{Cluster: cluster, Time: e.Received, Kind: ActWrite, Verb: e.Verb, Resource: e.Resource(),
 		Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, UserAgent: e.UserAgent}
-	if e.ObjectRef.Subresource != "" {
-		a.Resource += "/" + e.ObjectRef.Subresource
-	}
 	switch {
 	case a.Resource == "pods" && e.Verb == "delete":
 		a.Kind, a.Node = ActPodDelete, specNodeName(e.ResponseObject)

@@ -2,7 +2,9 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"time"
 )
 
 const fileAuditPolicy = "audit-policy.yaml"
@@ -67,4 +69,45 @@ func (l *Lab) StartEtcd(ctx context.Context, cluster string) error {
 	}
 	_, err = l.restartProc(ctx, cluster+"/"+CompEtcd, etcdHealthy(c.EtcdPort))
 	return err
+}
+
+// AuditEvent is the part of an audit.k8s.io/v1 Event the lab's checkers
+// read from AuditLogPath.
+type AuditEvent struct {
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject  json.RawMessage `json:"requestObject"`
+	ResponseObject json.RawMessage `json:"responseObject"`
+	Received       time.Time       `json:"requestReceivedTimestamp"`
+}
+
+var auditWriteVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
+
+// SuccessfulWrite decodes one audit log line; ok only for a write (create,
+// update, patch, delete) that completed with a 2xx status.
+func SuccessfulWrite(line []byte) (e AuditEvent, ok bool) {
+	ok = json.Unmarshal(line, &e) == nil && e.Stage == "ResponseComplete" && auditWriteVerbs[e.Verb] &&
+		e.ObjectRef != nil && e.ResponseStatus != nil && e.ResponseStatus.Code < 300
+	return e, ok
+}
+
+// Resource is the event's resource with its subresource ("nodes/status").
+func (e AuditEvent) Resource() string {
+	if e.ObjectRef == nil {
+		return ""
+	}
+	if e.ObjectRef.Subresource != "" {
+		return e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
+	}
+	return e.ObjectRef.Resource
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fedfailover/fedfailover/internal/lab"
 )
 
 // The names the manager uses (controllers/member): the member Lease prefix
@@ -123,34 +125,6 @@ func CheckTerms(leases []LeaseWrite, writes []MemberWrite) ([]Term, []string) {
 	return terms, bad
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event read here.
-type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	RequestObject json.RawMessage `json:"requestObject"`
-	Received      time.Time       `json:"requestReceivedTimestamp"`
-}
-
-var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true}
-
-// successfulWrite reports whether the line is a write that succeeded.
-func successfulWrite(line []byte) (auditEvent, bool) {
-	var e auditEvent
-	ok := json.Unmarshal(line, &e) == nil && e.Stage == "ResponseComplete" && writeVerbs[e.Verb] &&
-		e.ObjectRef != nil && e.ResponseStatus != nil && e.ResponseStatus.Code < 300
-	return e, ok
-}
-
 // eachLine calls fn with every whole line of r.
 func eachLine(r io.Reader, fn func([]byte)) error {
 	br := bufio.NewReaderSize(r, 1<<20)
@@ -173,7 +147,7 @@ func eachLine(r io.Reader, fn func([]byte)) error {
 func ReadLeaseWrites(r io.Reader, ns string) ([]LeaseWrite, error) {
 	var out []LeaseWrite
 	err := eachLine(r, func(line []byte) {
-		e, ok := successfulWrite(line)
+		e, ok := lab.SuccessfulWrite(line)
 		if !ok || e.ObjectRef.Resource != "leases" || e.ObjectRef.Namespace != ns ||
 			!strings.HasPrefix(e.ObjectRef.Name, memberLeasePrefix) || e.Verb == "delete" || e.Verb == "deletecollection" {
 			return
@@ -200,14 +174,11 @@ func ReadLeaseWrites(r io.Reader, ns string) ([]LeaseWrite, error) {
 func ReadMemberWrites(r io.Reader, member string) ([]MemberWrite, error) {
 	var out []MemberWrite
 	err := eachLine(r, func(line []byte) {
-		e, ok := successfulWrite(line)
+		e, ok := lab.SuccessfulWrite(line)
 		if !ok || !strings.HasPrefix(e.UserAgent, memberAgent) {
 			return
 		}
-		res := e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			res += "/" + e.ObjectRef.Subresource
-		}
+		res := e.Resource()
 		out = append(out, MemberWrite{Member: member, Writer: WriterOf(e.UserAgent), At: e.Received,
 			What: strings.TrimSpace(fmt.Sprintf("%s %s %s", e.Verb, res, strings.TrimPrefix(e.ObjectRef.Namespace+"/"+e.ObjectRef.Name, "/")))})
 	})

@@ -119,18 +119,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	next.In(now, storm.ResumeAt.Sub(now))
 	var errs []error
 	for _, n := range v.nodes {
-		// Each node decides on its own reading of the clock, and its wait is
-		// counted from that reading: from the pass's start, a node decided
-		// later in the pass would wake early and need one pass more.
-		at := r.now()
-		st, after, err := r.reconcileNode(ctx, v, n, at)
+		st, after, err := r.reconcileNode(ctx, v, n)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
 		}
 		if st != nil {
 			rep.Recoveries = append(rep.Recoveries, *st)
 		}
-		next.In(at, after)
+		next.In(now, after)
 	}
 	for _, name := range orphanNodes(v) {
 		st, after, err := r.reconcileOrphan(ctrl.LoggerInto(ctx, log.WithValues("node", name)), v, name)
@@ -162,10 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(rep.Recoveries) == 0 && !rep.Storm {
 		resync = r.opts.IdleResync
 	}
-	// The queue counts RequeueAfter from now, the end of the pass: counted
-	// from its start, a due transition (notReadyFor ending) would wait the
-	// pass's length again.
-	return ctrl.Result{RequeueAfter: next.After(r.now(), 0, resync)}, nil
+	return ctrl.Result{RequeueAfter: next.After(now, 0, resync)}, nil
 }
 
 // load gathers the member's state from the member cache and the host.
@@ -264,10 +257,9 @@ func (r *Reconciler) policyFor(ctx context.Context, cluster string) (*kubefedv1b
 	return kfc, fpolicy.ForMember(list.Items, kfc.Labels).Governing, nil
 }
 
-// reconcileNode decides and acts for one node at now. It returns the node's
-// status entry (nil when there is nothing to report) and when to look
-// again, counted from now.
-func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node, now time.Time) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
+// reconcileNode decides and acts for one node. It returns the node's status
+// entry (nil when there is nothing to report) and when to look again.
+func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", n.Name))
 	if err := r.closeReplaced(ctx, v, n); err != nil {
 		return nil, 0, err
@@ -277,7 +269,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 	}
 	in := planInput{Node: n, Record: v.records[n.Name], Sighting: v.sightings[n.Name],
 		Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
-		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: now,
+		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: r.now(),
 		MachineDeletionEnabled: r.opts.EnableMachineDeletion}
 	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
 		// A node outside nodeSelector is treated as if no policy covered it:

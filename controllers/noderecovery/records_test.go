@@ -272,27 +272,3 @@ func TestUnreachableMemberReportsItsTaints(t *testing.T) {
 		t.Fatalf("TaintsLeft %v, want the taint on member2/n1 explained", left)
 	}
 }
-
-// The pass that first sees a loss wakes the member exactly when notReadyFor
-// ends on the host's clock, however long the pass takes: its wait is counted
-// from the clock when the pass returns (the queue counts RequeueAfter from
-// there), not from its start. Before, the wake-up came late by the part of
-// the pass after the node (here the other nodes decided after it).
-func TestLossWakeUpIsWhenNotReadyForEnds(t *testing.T) {
-	objs := []client.Object{lostNode("n1", t0.Add(-time.Second)), claimPod("db-0", "n1", "data-db-0", true), boundClaim("data-db-0", "pv-db-0")}
-	for i := 2; i <= 6; i++ {
-		objs = append(objs, readyNode(fmt.Sprintf("n%d", i)))
-	}
-	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(), objs...)
-	clock := t0
-	w.r.now = func() time.Time { clock = clock.Add(50 * time.Millisecond); return clock } // every reading 50 ms later
-	res := w.pass()
-	s, ok := w.r.sightings.m["member1/n1"]
-	if !ok {
-		t.Fatal("the loss of n1 was not seen")
-	}
-	due := s.lossAt.Add(policy().NotReadyFor.Get())
-	if wake := clock.Add(res.RequeueAfter); !wake.Equal(due) {
-		t.Errorf("wakes at %s, %s after notReadyFor ends (%s)", wake.Format("15:04:05.000"), wake.Sub(due), due.Format("15:04:05.000"))
-	}
-}

@@ -24,6 +24,7 @@ import (
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -132,6 +133,16 @@ func (c *Cache) GetReader(_ context.Context, cluster string) (client.Reader, err
 		return nil, err
 	}
 	return conn.cache, nil
+}
+
+// PodUsage returns the member's pod requests summed per node (for
+// capacity estimates without walking every pod), complete while connected.
+func (c *Cache) PodUsage(_ context.Context, cluster string) (*capacity.Usage, error) {
+	conn, err := c.conn(cluster)
+	if err != nil {
+		return nil, err
+	}
+	return conn.podUsage, nil
 }
 
 // GetUncachedClient returns a client that always reads from the member's API

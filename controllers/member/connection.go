@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/fedfailover/fedfailover/internal/capacity"
 )
 
 // cachedKind is one kind held in every member cache.
@@ -63,6 +65,11 @@ type connection struct {
 
 	mu      sync.Mutex
 	watches map[string]struct{}
+
+	// podUsage sums the cached pods' requests per node, from the pod
+	// informer's events; complete once podUsageSynced.
+	podUsage       *capacity.Usage
+	podUsageSynced func() bool
 
 	lastWatchErr atomic.Pointer[string]
 }
@@ -153,6 +160,11 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		}); err != nil {
 			return nil, fmt.Errorf("counting %ss: %w", k.name, err)
 		}
+		if k.name == "Pod" {
+			if err := c.keepPodUsage(inf); err != nil {
+				return nil, err
+			}
+		}
 	}
 	c.client, err = client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper,
 		Cache: &client.CacheOptions{Reader: fallbackReader{cache: c.cache, live: c.uncached}}})
@@ -169,13 +181,46 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	}()
 	go func() {
 		// Returns false once the connection is stopped.
-		if c.cache.WaitForCacheSync(cacheCtx) {
+		// Synced includes podUsage: it has seen every listed pod.
+		if c.cache.WaitForCacheSync(cacheCtx) && toolscache.WaitForCacheSync(cacheCtx.Done(), c.podUsageSynced) {
 			now := time.Now()
 			c.syncedAt.Store(&now)
 			onSynced()
 		}
 	}()
 	return c, nil
+}
+
+// keepPodUsage feeds the pod informer's events into podUsage.
+func (c *connection) keepPodUsage(inf cache.Informer) error {
+	c.podUsage = capacity.NewUsage()
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.podUsage.Add(p)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okO := oldObj.(*corev1.Pod)
+			n, okN := newObj.(*corev1.Pod)
+			if okO && okN {
+				c.podUsage.Update(o, n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.podUsage.Delete(p)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("summing pod requests: %w", err)
+	}
+	c.podUsageSynced = reg.HasSynced
+	return nil
 }
 
 // syncStatus reports how far the cache's first sync has come.

@@ -13,6 +13,7 @@ import (
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -59,6 +60,24 @@ func (f *fakeMembers) GetReader(_ context.Context, c string) (client.Reader, err
 	}
 	return f.readers[c], nil
 }
+
+// PodUsage sums the member's pods as they are now, as the member cache's
+// kept sums would be.
+func (f *fakeMembers) PodUsage(ctx context.Context, c string) (*capacity.Usage, error) {
+	if f.down[c] {
+		return nil, member.ErrNotConnected
+	}
+	var pods corev1.PodList
+	if err := f.readers[c].List(ctx, &pods); err != nil {
+		return nil, err
+	}
+	u := capacity.NewUsage()
+	for i := range pods.Items {
+		u.Add(&pods.Items[i])
+	}
+	return u, nil
+}
+
 func (f *fakeMembers) GetClient(_ context.Context, c string) (client.Client, error) {
 	if f.down[c] {
 		return nil, member.ErrNotConnected

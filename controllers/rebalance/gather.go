@@ -145,7 +145,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 	if err := r.ensureWatches(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
 		return observation{}, err
 	}
-	nodes, pods, err := r.readMember(ctx, cluster)
+	nodes, pods, usage, err := r.readMember(ctx, cluster, ns)
 	if err != nil {
 		// Unreadable counts as unhealthy: its replicas move once that lasts
 		// clusterFailedAfter.
@@ -158,7 +158,7 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
 	}
 	mine := ownedPods(pods.Items, ns, owner)
-	est := capacity.Fit(nodes.Items, pods.Items, w.spec)
+	est := usage.Fit(nodes.Items, w.spec)
 	for name, q := range est.Free {
 		v := float64(q.Value())
 		if name == corev1.ResourceCPU {
@@ -179,22 +179,27 @@ func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload
 	return workloadOwner(ctx, c, w.kind, types.NamespacedName{Namespace: ns, Name: w.name})
 }
 
-// readMember lists the member's Nodes and Pods from its cache. Read-only
-// use: no deep copies of every Pod and Node.
-func (r *Reconciler) readMember(ctx context.Context, cluster string) (*corev1.NodeList, *corev1.PodList, error) {
+// readMember reads, from the member's cache, its Nodes, the Pods of
+// namespace ns and what all its pods take per node. Read-only use: no deep
+// copies of every Pod and Node.
+func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) (*corev1.NodeList, *corev1.PodList, *capacity.Usage, error) {
 	rd, err := r.members.GetReader(ctx, cluster)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	usage, err := r.members.PodUsage(ctx, cluster)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	var nodes corev1.NodeList
 	var pods corev1.PodList
 	if err := rd.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if err := rd.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	if err := rd.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
-	return &nodes, &pods, nil
+	return &nodes, &pods, usage, nil
 }
 
 // sortedKeys returns a map's keys in order, so every pass is deterministic.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 	"github.com/fedfailover/fedfailover/internal/policy"
@@ -36,6 +37,8 @@ type members interface {
 	// (never connected by this process, or its cache still syncing).
 	Unknown(cluster string) bool
 	GetReader(ctx context.Context, cluster string) (client.Reader, error)
+	// PodUsage is the member's pod requests summed per node.
+	PodUsage(ctx context.Context, cluster string) (*capacity.Usage, error)
 	GetClient(ctx context.Context, cluster string) (client.Client, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error
 }

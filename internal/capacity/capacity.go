@@ -27,11 +27,15 @@ type Estimate struct {
 // pods already bound to them. Pods that are Succeeded or Failed hold no
 // resources; terminating pods still do, as for the scheduler.
 func Fit(nodes []corev1.Node, pods []corev1.Pod, spec *corev1.PodSpec) Estimate {
+	return fit(nodes, boundPods(pods), spec)
+}
+
+// fit is Fit with the pods already summed per node.
+func fit(nodes []corev1.Node, byNode map[string]*nodeUsage, spec *corev1.PodSpec) Estimate {
 	if spec == nil {
 		spec = &corev1.PodSpec{}
 	}
 	want := PodRequests(spec)
-	byNode := boundPods(pods)
 	est := Estimate{Free: corev1.ResourceList{}, Ineligible: map[string]int{}}
 	for i := range nodes {
 		node := &nodes[i]
@@ -55,19 +59,28 @@ type nodeUsage struct {
 func boundPods(pods []corev1.Pod) map[string]*nodeUsage {
 	byNode := map[string]*nodeUsage{}
 	for i := range pods {
-		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		u := byNode[p.Spec.NodeName]
-		if u == nil {
-			u = &nodeUsage{requests: corev1.ResourceList{}}
-			byNode[p.Spec.NodeName] = u
-		}
-		u.pods++
-		addList(u.requests, PodRequests(&p.Spec))
+		addPod(byNode, &pods[i])
 	}
 	return byNode
+}
+
+// holdsRoom: the pod is bound and not finished, so the scheduler counts it
+// on its node.
+func holdsRoom(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+func addPod(byNode map[string]*nodeUsage, p *corev1.Pod) {
+	if !holdsRoom(p) {
+		return
+	}
+	u := byNode[p.Spec.NodeName]
+	if u == nil {
+		u = &nodeUsage{requests: corev1.ResourceList{}}
+		byNode[p.Spec.NodeName] = u
+	}
+	u.pods++
+	addList(u.requests, PodRequests(&p.Spec))
 }
 
 // freeOn is allocatable minus usage, never negative. A node without a pods

@@ -1,0 +1,66 @@
+package capacity
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Usage is what a member's pods take on each of its nodes, kept up to date
+// from the pod informer's events, so an estimate costs a walk over the
+// nodes and not over every pod on each pass (20,000 pods cost about 100 ms
+// and 40 MB of allocation per estimate). An informer hands every handler
+// the object it last handed it as an update's old object and a delete's
+// object, so subtracting what was added keeps the sums exact.
+type Usage struct {
+	mu     sync.RWMutex
+	byNode map[string]*nodeUsage
+}
+
+// NewUsage is an empty Usage: no pod takes room anywhere.
+func NewUsage() *Usage { return &Usage{byNode: map[string]*nodeUsage{}} }
+
+// Add counts a pod that appeared.
+func (u *Usage) Add(p *corev1.Pod) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	addPod(u.byNode, p)
+}
+
+// Update replaces a pod's old state by its new one.
+func (u *Usage) Update(oldPod, newPod *corev1.Pod) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.removeLocked(oldPod)
+	addPod(u.byNode, newPod)
+}
+
+// Delete uncounts a pod that went.
+func (u *Usage) Delete(p *corev1.Pod) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.removeLocked(p)
+}
+
+func (u *Usage) removeLocked(p *corev1.Pod) {
+	if !holdsRoom(p) {
+		return
+	}
+	n := u.byNode[p.Spec.NodeName]
+	if n == nil {
+		return
+	}
+	n.pods--
+	subList(n.requests, PodRequests(&p.Spec))
+	if n.pods <= 0 {
+		// Nothing left on the node (a node that went must not stay here).
+		delete(u.byNode, p.Spec.NodeName)
+	}
+}
+
+// Fit is the package's Fit with the pods this Usage has counted.
+func (u *Usage) Fit(nodes []corev1.Node, spec *corev1.PodSpec) Estimate {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return fit(nodes, u.byNode, spec)
+}

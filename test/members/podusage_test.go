@@ -1,0 +1,88 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/capacity"
+)
+
+// TestPodUsageFollowsTheMember: the per-node sums the member cache keeps
+// (what rebalance estimates capacity from) count the pods listed at connect
+// time and follow pods created, finished and deleted afterwards, agreeing
+// with an estimate walking the cached pods each time.
+func TestPodUsageFollowsTheMember(t *testing.T) {
+	f := env(t)
+	opts := testOptions()
+	m := f.members["alpha"]
+	ctx := context.Background()
+	node := readyNode(t, m, "alpha-usage")
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+		corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("20")}
+	must(t, m.client.Status().Update(ctx, node))
+	// Without a node lifecycle controller, the not-ready taint admission
+	// put on the new Node stays: clear it, so the Node takes pods.
+	node.Spec.Taints = nil
+	must(t, m.client.Update(ctx, node))
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
+	bound := func(name string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: *spec.DeepCopy()}
+		p.Spec.NodeName = node.Name
+		p.Spec.Containers[0].Image = "registry.example/app:1"
+		must(t, m.client.Create(ctx, p))
+		t.Cleanup(func() { _ = m.client.Delete(context.Background(), p, client.GracePeriodSeconds(0)) })
+		return p
+	}
+	before := []*corev1.Pod{bound("listed-0"), bound("listed-1"), bound("listed-2")}
+
+	h := startManager(t, f, opts)
+	f.join(t, "alpha", "alpha", nil)
+	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	// 4 cores, 500m each: 8 fit on an empty node.
+	wantFits := func(want int64) {
+		t.Helper()
+		eventually(t, 10*time.Second, fmt.Sprintf("%d replicas fit", want), func() error {
+			usage, err := h.cache.PodUsage(ctx, "alpha")
+			if err != nil {
+				return err
+			}
+			rd, err := h.cache.GetReader(ctx, "alpha")
+			if err != nil {
+				return err
+			}
+			var nodes corev1.NodeList
+			var pods corev1.PodList
+			if err := rd.List(ctx, &nodes); err != nil {
+				return err
+			}
+			if err := rd.List(ctx, &pods); err != nil {
+				return err
+			}
+			kept, walked := usage.Fit(nodes.Items, spec), capacity.Fit(nodes.Items, pods.Items, spec)
+			if kept.Replicas != want || walked.Replicas != want {
+				return errorf("kept sums fit %d, walking the cache fits %d, want %d (%d nodes, ineligible %v, free %v)", kept.Replicas, walked.Replicas, want, len(nodes.Items), walked.Ineligible, walked.Free)
+			}
+			return nil
+		})
+	}
+	wantFits(5) // the three listed at connect time
+	bound("added-0")
+	wantFits(4)
+	done := before[0].DeepCopy()
+	must(t, m.client.Get(ctx, client.ObjectKeyFromObject(done), done))
+	done.Status.Phase = corev1.PodSucceeded
+	must(t, m.client.Status().Update(ctx, done))
+	wantFits(5)
+	must(t, m.client.Delete(ctx, before[1], client.GracePeriodSeconds(0)))
+	wantFits(6)
+}

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedv1b1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
@@ -149,7 +148,7 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 			return nil, err
 		}
 		return func(ctx context.Context) error {
-			err := c.resetPolicy(ctx, livePolicyYAML)
+			err := c.resetPolicy(ctx, livePolicy)
 			if err == nil && noWrites {
 				tr.Close(keyNoWrites, now())
 			}
@@ -295,19 +294,23 @@ func (c *Campaign) editPolicy(ctx context.Context, edit string) error {
 	return c.host.Patch(ctx, &p, patch)
 }
 
-// resetPolicy brings a policy back to its manifest: recreated when deleted
-// (after its finalizers let it go), its spec restored otherwise.
-func (c *Campaign) resetPolicy(ctx context.Context, manifest string) error {
-	var want v1alpha1.FailoverPolicy
-	if err := yaml.UnmarshalStrict([]byte(manifest), &want); err != nil {
-		return err
+// resetPolicy brings a policy back to its spec at setup (policyBaseline):
+// recreated when deleted (after its finalizers let it go), its spec
+// restored otherwise. The baseline is the spec as the API server stored it,
+// defaults included: a policy re-created from its manifest decoded into Go
+// would carry every omitted boolean as an explicit false, so both jobs
+// would come back disabled (and every later run would prove nothing).
+func (c *Campaign) resetPolicy(ctx context.Context, name string) error {
+	want, ok := c.policyBaseline[name]
+	if !ok {
+		return fmt.Errorf("no baseline for policy %s", name)
 	}
-	return until(ctx, 3*time.Minute, "policy "+want.Name+" restored", func(ctx context.Context) (bool, string) {
+	return until(ctx, 3*time.Minute, "policy "+name+" restored", func(ctx context.Context) (bool, string) {
 		var p v1alpha1.FailoverPolicy
-		err := c.host.Get(ctx, client.ObjectKey{Name: want.Name}, &p)
+		err := c.host.Get(ctx, client.ObjectKey{Name: name}, &p)
 		switch {
 		case apierrors.IsNotFound(err):
-			fresh := want.DeepCopy()
+			fresh := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *want.DeepCopy()}
 			err = c.host.Create(ctx, fresh)
 			return err == nil, fmt.Sprint(err)
 		case err != nil:
@@ -316,7 +319,7 @@ func (c *Campaign) resetPolicy(ctx context.Context, manifest string) error {
 			return false, "still being deleted (finalizers " + strings.Join(p.Finalizers, ",") + ")"
 		}
 		patch := client.MergeFrom(p.DeepCopy())
-		p.Spec.DryRun, p.Spec.Paused, p.Spec.ClusterSelector = want.Spec.DryRun, want.Spec.Paused, want.Spec.ClusterSelector
+		p.Spec = *want.DeepCopy()
 		err = c.host.Patch(ctx, &p, patch)
 		return err == nil, fmt.Sprint(err)
 	})

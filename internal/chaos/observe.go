@@ -114,7 +114,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 // out-of-service taint; every StatefulSet pod Running with its volume
 // attached to exactly its node; every RSP at its baseline and every
 // federated Deployment fully Running; no NodeRecovery record still open;
-// every policy Ready. It returns what is not yet so.
+// every policy as it was set up, and Ready. It returns what is not yet so.
 //
 // Federated Deployments are judged by each member Deployment's own status.
 func (c *Campaign) converged(ctx context.Context) (bool, string) {
@@ -172,6 +172,9 @@ func (c *Campaign) converged(ctx context.Context) (bool, string) {
 		var p v1alpha1.FailoverPolicy
 		if err := c.host.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
 			return false, err.Error()
+		}
+		if drift := policyDrift(c.policyBaseline[name], p.Spec); drift != "" {
+			return false, fmt.Sprintf("policy %s not as set up: %s", name, drift)
 		}
 		if !apimeta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionReady) {
 			cond := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
@@ -250,4 +253,31 @@ func until(ctx context.Context, timeout time.Duration, what string, cond func(co
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// policyDrift names the parts of a policy's spec that differ from its
+// baseline, or is "".
+func policyDrift(want, got v1alpha1.FailoverPolicySpec) string {
+	var out []string
+	if want.DryRun != got.DryRun {
+		out = append(out, fmt.Sprintf("dryRun %v, want %v", got.DryRun, want.DryRun))
+	}
+	if want.Paused != got.Paused {
+		out = append(out, fmt.Sprintf("paused %v, want %v", got.Paused, want.Paused))
+	}
+	if !apiequality.Semantic.DeepEqual(want.ClusterSelector, got.ClusterSelector) {
+		out = append(out, "clusterSelector differs")
+	}
+	if !apiequality.Semantic.DeepEqual(want.NodeRecovery, got.NodeRecovery) {
+		out = append(out, fmt.Sprintf("nodeRecovery differs (enabled %v, want %v)",
+			got.NodeRecovery != nil && got.NodeRecovery.Enabled, want.NodeRecovery != nil && want.NodeRecovery.Enabled))
+	}
+	if !apiequality.Semantic.DeepEqual(want.Rebalance, got.Rebalance) {
+		out = append(out, fmt.Sprintf("rebalance differs (enabled %v, want %v)",
+			got.Rebalance != nil && got.Rebalance.Enabled, want.Rebalance != nil && want.Rebalance.Enabled))
+	}
+	if len(out) == 0 && !apiequality.Semantic.DeepEqual(want, got) {
+		out = append(out, "spec differs")
+	}
+	return strings.Join(out, "; ")
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/lab"
 	"github.com/fedfailover/fedfailover/internal/managerproc"
 	"github.com/fedfailover/fedfailover/internal/paths"
@@ -64,8 +65,11 @@ type Campaign struct {
 	restarts               int
 
 	rspBaseline map[string]fedschedv1a1.ReplicaSchedulingPreferenceSpec
-	baseline    map[string]map[string]int
-	tails       []*auditTail
+	// policyBaseline is each policy's spec as the API server stored it
+	// (defaults applied): what a policy edit is undone to, and I4 checks.
+	policyBaseline map[string]v1alpha1.FailoverPolicySpec
+	baseline       map[string]map[string]int
+	tails          []*auditTail
 }
 
 // logf prints a progress line stamped with the wall clock, the clock of

@@ -144,6 +144,18 @@ func (c *Campaign) captureBaseline(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	c.policyBaseline = map[string]v1alpha1.FailoverPolicySpec{}
+	for _, name := range []string{livePolicy, dryPolicy} {
+		var p v1alpha1.FailoverPolicy
+		if err := c.host.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
+			return err
+		}
+		c.policyBaseline[name] = *p.Spec.DeepCopy()
+	}
+	if live := c.policyBaseline[livePolicy]; live.NodeRecovery == nil || !live.NodeRecovery.Enabled || live.Rebalance == nil || !live.Rebalance.Enabled {
+		return fmt.Errorf("policy %s must enable both jobs, or the campaign tries nothing (nodeRecovery %+v, rebalance %+v)",
+			livePolicy, live.NodeRecovery, live.Rebalance)
+	}
 	c.rspBaseline = map[string]fedschedv1a1.ReplicaSchedulingPreferenceSpec{}
 	c.baseline = map[string]map[string]int{}
 	for _, w := range webWorkloads {

@@ -284,3 +284,38 @@ func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
 		t.Errorf("priority %v, want %d: the pass is due at a transition", ptr.Deref(res.Priority, 0), duePriority)
 	}
 }
+
+// TestOldMemberTimestampIsNotExhaustion: a pod Unschedulable since an hour
+// ago on the member's clock (a member clock behind the host's reads the
+// same) is not exhaustion on fedfailover's first sighting; the member is
+// exhausted only capacityExhaustedAfter later on the host's clock. Counting
+// from the member's timestamp shifted the RSP on the first pass.
+func TestOldMemberTimestampIsNotExhaustion(t *testing.T) {
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "clock"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(testSpec())}}
+	r, c, _, key := rspWithAnnotation(t, "", pol)
+	deploy := func() []client.Object {
+		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
+			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}
+	}
+	fm := noMembers(t)
+	fm.add(t, "member1", append(deploy(), readyNode("n1", 20), podOf("p1", "rs-1", true))...)
+	fm.add(t, "member2", append(deploy(), podOf("p2", "rs-1", false))...) // Unschedulable since t0 on member2's clock
+	r.members, r.opts = fm, Options{}.withDefaults()
+	clock := t0.Add(time.Hour)
+	r.now = func() time.Time { return clock }
+	baseline := specOf(t, c, key).Spec.Clusters
+
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if got := specOf(t, c, key).Spec.Clusters; !equality.Semantic.DeepEqual(got, baseline) {
+		t.Fatalf("first sighting of a pod Unschedulable for an hour on the member's clock shifted the RSP: %v", got)
+	}
+	clock = clock.Add(testSpec().CapacityExhaustedAfter.Get() + time.Second)
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if got := specOf(t, c, key).Spec.Clusters; equality.Semantic.DeepEqual(got, baseline) {
+		t.Fatalf("capacityExhaustedAfter after fedfailover first saw it, member2 is still not exhausted: %v", got)
+	}
+}

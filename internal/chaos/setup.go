@@ -136,14 +136,10 @@ func (c *Campaign) install(ctx context.Context) error {
 }
 
 // captureBaseline waits for the converged federation and records what the
-// runs return to: the RSP specs, and each workload's replicas per member as
+// runs return to: the policies' and RSPs' specs, and each workload's replicas per member as
 // kubefed placed them with no fault.
 func (c *Campaign) captureBaseline(ctx context.Context) error {
-	if err := until(ctx, 5*time.Minute, "the federation converged before the first run", func(ctx context.Context) (bool, string) {
-		return c.converged(ctx)
-	}); err != nil {
-		return err
-	}
+	// First the policies as stored: convergence compares them to it.
 	c.policyBaseline = map[string]v1alpha1.FailoverPolicySpec{}
 	for _, name := range []string{livePolicy, dryPolicy} {
 		var p v1alpha1.FailoverPolicy
@@ -155,6 +151,11 @@ func (c *Campaign) captureBaseline(ctx context.Context) error {
 	if live := c.policyBaseline[livePolicy]; live.NodeRecovery == nil || !live.NodeRecovery.Enabled || live.Rebalance == nil || !live.Rebalance.Enabled {
 		return fmt.Errorf("policy %s must enable both jobs, or the campaign tries nothing (nodeRecovery %+v, rebalance %+v)",
 			livePolicy, live.NodeRecovery, live.Rebalance)
+	}
+	if err := until(ctx, 5*time.Minute, "the federation converged before the first run", func(ctx context.Context) (bool, string) {
+		return c.converged(ctx)
+	}); err != nil {
+		return err
 	}
 	c.rspBaseline = map[string]fedschedv1a1.ReplicaSchedulingPreferenceSpec{}
 	c.baseline = map[string]map[string]int{}

@@ -209,7 +209,7 @@ func (c *Campaign) clearAll(ctx context.Context, tr *Truth) error {
 		}
 		errs = append(errs, c.lab.RestoreCapacity(ctx, cs.Name))
 	}
-	if err := c.resetPolicy(ctx, livePolicyYAML); err != nil {
+	if err := c.resetPolicy(ctx, livePolicy); err != nil {
 		errs = append(errs, err)
 	} else {
 		tr.Close(keyNoWrites, time.Now())

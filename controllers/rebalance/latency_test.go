@@ -251,12 +251,12 @@ func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() (bo
 	}
 }
 
-// The pass that first sees pods Unschedulable wakes the RSP exactly when
-// capacityExhaustedAfter ends, counted from that sighting on the host's clock, however long the pass takes: its wait is
-// counted from the clock when it returns (the queue counts RequeueAfter
-// from there). Before, it came late by the pass's own length.
-func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
-	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "wake"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(testSpec())}}
+// memberOutOfRoom is a rebalancing policy's RSP over two members: member1
+// runs the workload's pod with room for more, member2's pod is
+// Unschedulable since t0 on member2's clock.
+func memberOutOfRoom(t *testing.T, policy string) (*Reconciler, client.Client, types.NamespacedName) {
+	t.Helper()
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(testSpec())}}
 	r, c, _, key := rspWithAnnotation(t, "", pol)
 	deploy := func() []client.Object {
 		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
@@ -264,8 +264,17 @@ func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
 	}
 	fm := noMembers(t)
 	fm.add(t, "member1", append(deploy(), readyNode("n1", 20), podOf("p1", "rs-1", true))...)
-	fm.add(t, "member2", append(deploy(), podOf("p2", "rs-1", false))...) // Unschedulable since t0
+	fm.add(t, "member2", append(deploy(), podOf("p2", "rs-1", false))...)
 	r.members, r.opts = fm, Options{}.withDefaults()
+	return r, c, key
+}
+
+// The pass that first sees pods Unschedulable wakes the RSP exactly when
+// capacityExhaustedAfter ends, counted from that sighting on the host's clock, however long the pass takes: its wait is
+// counted from the clock when it returns (the queue counts RequeueAfter
+// from there). Before, it came late by the pass's own length.
+func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
+	r, c, key := memberOutOfRoom(t, "wake")
 	clock := t0.Add(time.Second)
 	r.now = func() time.Time { clock = clock.Add(50 * time.Millisecond); return clock } // every reading 50 ms later
 	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: key})
@@ -291,16 +300,7 @@ func TestExhaustionWakeUpIsWhenTheRuleTurnsTrue(t *testing.T) {
 // exhausted only capacityExhaustedAfter later on the host's clock. Counting
 // from the member's timestamp shifted the RSP on the first pass.
 func TestOldMemberTimestampIsNotExhaustion(t *testing.T) {
-	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "clock"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(testSpec())}}
-	r, c, _, key := rspWithAnnotation(t, "", pol)
-	deploy := func() []client.Object {
-		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
-			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}
-	}
-	fm := noMembers(t)
-	fm.add(t, "member1", append(deploy(), readyNode("n1", 20), podOf("p1", "rs-1", true))...)
-	fm.add(t, "member2", append(deploy(), podOf("p2", "rs-1", false))...) // Unschedulable since t0 on member2's clock
-	r.members, r.opts = fm, Options{}.withDefaults()
+	r, c, key := memberOutOfRoom(t, "clock")
 	clock := t0.Add(time.Hour)
 	r.now = func() time.Time { return clock }
 	baseline := specOf(t, c, key).Spec.Clusters

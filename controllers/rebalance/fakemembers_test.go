@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
@@ -25,6 +27,14 @@ type fakeMembers struct {
 	// liveDelay is added to each live read (GetClient), as a member API
 	// server's round trip would.
 	liveDelay time.Duration
+
+	// usage is each member's pods summed per node, recomputed after a write
+	// to the member (stale), as the member cache keeps it from its informer:
+	// summing every pod on each pass would cost the tests what production
+	// no longer pays.
+	mu    sync.Mutex
+	usage map[string]*capacity.Usage
+	stale map[string]bool
 }
 
 func noMembers(t *testing.T) *fakeMembers {
@@ -39,7 +49,39 @@ func (f *fakeMembers) add(t *testing.T, name string, objs ...client.Object) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.readers[name] = fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stale == nil {
+		f.usage, f.stale = map[string]*capacity.Usage{}, map[string]bool{}
+	}
+	f.stale[name] = true
+	written := func() { f.mu.Lock(); f.stale[name] = true; f.mu.Unlock() }
+	f.readers[name] = fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			written()
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			written()
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			written()
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			written()
+			return c.Delete(ctx, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			written()
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			written()
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
 }
 
 func (f *fakeMembers) KubeFedClusters(_ context.Context, _ labels.Selector) ([]kubefedv1beta1.KubeFedCluster, error) {
@@ -61,11 +103,16 @@ func (f *fakeMembers) GetReader(_ context.Context, c string) (client.Reader, err
 	return f.readers[c], nil
 }
 
-// PodUsage sums the member's pods as they are now, as the member cache's
-// kept sums would be.
+// PodUsage is the member's pods summed per node, as they are since the
+// last write to the member.
 func (f *fakeMembers) PodUsage(ctx context.Context, c string) (*capacity.Usage, error) {
 	if f.down[c] {
 		return nil, member.ErrNotConnected
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u, ok := f.usage[c]; ok && !f.stale[c] {
+		return u, nil
 	}
 	var pods corev1.PodList
 	if err := f.readers[c].List(ctx, &pods); err != nil {
@@ -75,6 +122,10 @@ func (f *fakeMembers) PodUsage(ctx context.Context, c string) (*capacity.Usage, 
 	for i := range pods.Items {
 		u.Add(&pods.Items[i])
 	}
+	if f.usage == nil {
+		f.usage, f.stale = map[string]*capacity.Usage{}, map[string]bool{}
+	}
+	f.usage[c], f.stale[c] = u, false
 	return u, nil
 }
 

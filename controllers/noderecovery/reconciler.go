@@ -101,7 +101,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	storm, err := r.stormStep(ctx, v)
+	// One reading decides the pass: the storm guard counts as lost exactly
+	// the nodes that each node's decision below treats as lost.
+	now := r.now()
+	storm, err := r.stormStep(ctx, v, now)
 	if errors.Is(err, errStaleGuard) {
 		// The cache has not seen the latest RecoveryGuard yet.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
@@ -114,12 +117,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if v.policy != nil {
 		rep.Policy = v.policy.Name
 	}
-	now := r.now()
 	var next wake.Soonest
 	next.In(now, storm.ResumeAt.Sub(now))
 	var errs []error
 	for _, n := range v.nodes {
-		st, after, err := r.reconcileNode(ctx, v, n)
+		st, after, err := r.reconcileNode(ctx, v, n, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
 		}
@@ -257,9 +259,10 @@ func (r *Reconciler) policyFor(ctx context.Context, cluster string) (*kubefedv1b
 	return kfc, fpolicy.ForMember(list.Items, kfc.Labels).Governing, nil
 }
 
-// reconcileNode decides and acts for one node. It returns the node's status
-// entry (nil when there is nothing to report) and when to look again.
-func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
+// reconcileNode decides and acts for one node on the pass's clock reading.
+// It returns the node's status entry (nil when there is nothing to report)
+// and when to look again, counted from now.
+func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1.Node, now time.Time) (*v1alpha1.NodeRecoveryStatus, time.Duration, error) {
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", n.Name))
 	if err := r.closeReplaced(ctx, v, n); err != nil {
 		return nil, 0, err
@@ -269,7 +272,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, v *memberView, n *corev1
 	}
 	in := planInput{Node: n, Record: v.records[n.Name], Sighting: v.sightings[n.Name],
 		Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
-		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: r.now(),
+		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: now,
 		MachineDeletionEnabled: r.opts.EnableMachineDeletion}
 	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
 		// A node outside nodeSelector is treated as if no policy covered it:

@@ -82,13 +82,12 @@ type stormOutcome struct {
 
 // stormStep counts the member's lost nodes, steps the storm state machine
 // and persists its state when it changes.
-func (r *Reconciler) stormStep(ctx context.Context, v *memberView) (stormOutcome, error) {
+func (r *Reconciler) stormStep(ctx context.Context, v *memberView, now time.Time) (stormOutcome, error) {
 	guard, err := r.readGuard(ctx, v.cluster)
 	if err != nil {
 		return stormOutcome{}, err
 	}
 	prev := stormState(guard)
-	now := r.now()
 	var out stormOutcome
 	if v.policy != nil {
 		nr := v.policy.Spec.NodeRecovery

@@ -51,6 +51,7 @@ type connection struct {
 	cfg        *rest.Config
 	httpClient *http.Client
 	dialer     *connrotation.Dialer // every TCP connection of this member
+	fence      *writeFence          // admits the clients' writes
 	cache      cache.Cache
 	client     client.Client // cached reads for cachedKinds, live otherwise
 	uncached   client.Client
@@ -78,7 +79,7 @@ type connection struct {
 // when the cache has synced. It does not wait for the sync: a first list
 // may take minutes, and the reconciler watches its progress (syncStatus).
 // On error nothing is left running.
-func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options, onSynced func()) (_ *connection, err error) {
+func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options, fence *writeFence, onSynced func()) (_ *connection, err error) {
 	cfg, dialer := trackConnections(cfg)
 	if o.WrapTransport != nil {
 		cfg.Wrap(o.WrapTransport)
@@ -88,7 +89,7 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	if err != nil {
 		return nil, fmt.Errorf("creating HTTP client: %w", err)
 	}
-	c := &connection{cfg: cfg, httpClient: httpClient, dialer: dialer, done: make(chan struct{}),
+	c := &connection{cfg: cfg, httpClient: httpClient, dialer: dialer, fence: fence, done: make(chan struct{}),
 		counts: map[string]*atomic.Int64{}, watches: map[string]struct{}{}}
 	defer func() {
 		if err != nil {
@@ -171,6 +172,8 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	if err != nil {
 		return nil, fmt.Errorf("creating cached client: %w", err)
 	}
+	// Every write to the member, from either client, goes through the fence.
+	c.client, c.uncached = fencedClient{Client: c.client, fence: fence}, fencedClient{Client: c.uncached, fence: fence}
 
 	// The cache outlives this reconcile: it stops in stop().
 	cacheCtx, cacheCancel := context.WithCancel(context.Background())
@@ -248,6 +251,7 @@ func (c *connection) watchErr() string {
 // member, so no goroutine of this connection outlives it. Never call it with
 // a lock held: it waits for the informers.
 func (c *connection) stop() {
+	c.fence.close(0)
 	if c.cancel != nil {
 		c.cancel()
 		<-c.done

@@ -107,7 +107,9 @@ func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedClu
 	if wait := r.cache.retryWait(kfc.Name, fingerprint); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}
 	}
-	conn, err := dial(ctx, cfg, r.cache.scheme, o, r.cache.onSynced(kfc))
+	cluster := kfc.Name
+	fence := newWriteFence(cluster, func() bool { return r.cache.HoldsMember(cluster) })
+	conn, err := dial(ctx, cfg, r.cache.scheme, o, fence, r.cache.onSynced(kfc))
 	if err != nil {
 		r.disconnect(ctx, kfc, reasonFor(err), redact(err.Error(), token))
 		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, fingerprint)}
@@ -207,7 +209,7 @@ func (r *reconciler) disconnect(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 // notOwned records that another replica owns the member (sharding) and
 // tears down any connection. It is routine, so it is logged, not an event.
 func (r *reconciler) notOwned(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster) {
-	prev, next, stopped, _ := r.cache.setNotOwned(kfc.Name, true)
+	prev, next, stopped, _, _ := r.cache.setNotOwned(kfc.Name, true)
 	recordNotOwned(kfc.Name, stopped)
 	if next.changed(prev) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Member cluster owned by another replica", "wasConnected", stopped)

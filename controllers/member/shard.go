@@ -92,12 +92,13 @@ func (o ShardOptions) withDefaults() (ShardOptions, error) {
 // duration; every write is an optimistic update (resourceVersion), so two
 // replicas never both win the same Lease. onChange hears every start and end
 // of a hold, outside any lock; an end is reported before the Lease is
-// released.
+// released, and for an end onChange reports whether every write sent to the
+// member under the hold has returned (a Lease is released only then).
 type coordinator struct {
 	o        ShardOptions
 	leases   coordinationv1client.LeasesGetter
 	members  func(ctx context.Context) ([]string, error)
-	onChange func(member string, held bool)
+	onChange func(member string, held bool) (drained bool)
 	now      func() time.Time
 
 	mu        sync.Mutex
@@ -123,7 +124,7 @@ type hold struct {
 	lastRenew time.Time             // when that write was sent
 }
 
-func newCoordinator(o ShardOptions, members func(context.Context) ([]string, error), onChange func(string, bool)) (*coordinator, error) {
+func newCoordinator(o ShardOptions, members func(context.Context) ([]string, error), onChange func(string, bool) bool) (*coordinator, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
@@ -391,7 +392,7 @@ func (c *coordinator) acquireMember(ctx context.Context, member string) {
 	c.held[member] = &hold{lease: l, lastRenew: sent}
 	c.mu.Unlock()
 	metrics.ShardLeaseTransitions.WithLabelValues(member, metrics.LeaseAcquired).Inc()
-	c.onChange(member, true)
+	_ = c.onChange(member, true)
 }
 
 // renewMember writes the held Lease again. A conflict means someone else
@@ -434,26 +435,33 @@ func (c *coordinator) renewMember(ctx context.Context, member string) {
 }
 
 // drop ends the hold on member and tells onChange, which stops the
-// member's work. It returns the Lease as last written, for a release.
-func (c *coordinator) drop(member, transition string) *coordinationv1.Lease {
+// member's work. It returns the Lease as last written, for a release, and
+// whether the member's writes all returned.
+func (c *coordinator) drop(member, transition string) (*coordinationv1.Lease, bool) {
 	c.mu.Lock()
 	h := c.held[member]
 	delete(c.held, member)
 	c.mu.Unlock()
 	if h == nil {
-		return nil
+		return nil, true
 	}
 	metrics.ShardLeaseTransitions.WithLabelValues(member, transition).Inc()
-	c.onChange(member, false)
+	drained := c.onChange(member, false)
 	c.setOwnedMetric()
-	return h.lease
+	return h.lease, drained
 }
 
 // release hands member over: its work stops first (drop), then the Lease
-// is marked free so the next owner need not wait for it to expire.
+// is marked free so the next owner need not wait for it to expire. A write
+// still in flight could land after the next owner started acting: then the
+// Lease is left to expire, which gives the write a whole lease duration.
 func (c *coordinator) release(ctx context.Context, member string) {
-	l := c.drop(member, metrics.LeaseReleased)
+	l, drained := c.drop(member, metrics.LeaseReleased)
 	if l == nil {
+		return
+	}
+	if !drained {
+		ctrl.LoggerFrom(ctx).Info("A write to the member was still in flight: its Lease is left to expire instead of released", "cluster", member)
 		return
 	}
 	l = l.DeepCopy()

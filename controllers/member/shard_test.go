@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fedfailover/fedfailover/internal/shard"
@@ -51,6 +52,12 @@ func (r *replica) stop() {
 // client goes through a forwarder the test can cut.
 func startReplica(t *testing.T, cfg *rest.Config, ns, id string, viaProxy bool) *replica {
 	t.Helper()
+	return startReplicaWith(t, cfg, ns, id, viaProxy, func(string, bool) bool { return true })
+}
+
+// startReplicaWith is startReplica with the coordinator's onChange.
+func startReplicaWith(t *testing.T, cfg *rest.Config, ns, id string, viaProxy bool, onChange func(string, bool) bool) *replica {
+	t.Helper()
 	r := &replica{id: id, done: make(chan struct{})}
 	if viaProxy {
 		cfg, r.proxy = cutOff(t, cfg)
@@ -58,7 +65,7 @@ func startReplica(t *testing.T, cfg *rest.Config, ns, id string, viaProxy bool) 
 	c, err := newCoordinator(ShardOptions{Namespace: ns, Identity: id, Config: cfg,
 		LeaseDuration: testLeaseDuration, RenewDeadline: testRenewDeadline, RetryPeriod: testRetryPeriod},
 		func(context.Context) ([]string, error) { return testMembers, nil },
-		func(string, bool) {})
+		onChange)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +255,42 @@ func TestShardOwnsEachMemberOnceAndHandsOverOnStop(t *testing.T) {
 	took := waitOwnedOnce(t, rest, testLeaseDuration).Sub(stopped)
 	t.Logf("members %v handed over in %s", moved, took)
 	mon.close(t)
+}
+
+// A replica handing a member over whose write is still in flight when its
+// hold ends leaves the member's Lease to expire instead of releasing it: the
+// next owner must not act before that write can have landed. The members
+// whose writes all returned are released as before.
+func TestShardReleaseWaitsForWritesInFlight(t *testing.T) {
+	cfg := testenv.Start(t)
+	ns := newShardNamespace(t, cfg)
+	const stuck = "member-b"
+	r := startReplicaWith(t, cfg, ns, "replica-1", false, func(member string, held bool) bool {
+		return held || member != stuck
+	})
+	poll(t, 3*testLeaseDuration, "replica-1 holds every member", func() error {
+		if h := r.c.Held(); len(h) != len(testMembers) {
+			return fmt.Errorf("holds %v", h)
+		}
+		return nil
+	})
+	r.stop()
+
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for _, member := range testMembers {
+		l, err := cs.CoordinationV1().Leases(ns).Get(context.Background(), memberLeaseName(member), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		switch {
+		case member == stuck && (holder != "replica-1" || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != int32(testLeaseDuration/time.Second)):
+			t.Errorf("Lease of %s (a write in flight) after the hand-over: holder %q, duration %v s; want it left to expire (replica-1, %v)",
+				member, holder, ptr.Deref(l.Spec.LeaseDurationSeconds, 0), testLeaseDuration)
+		case member != stuck && holder != "":
+			t.Errorf("Lease of %s (writes drained) still names holder %q after the hand-over, want released", member, holder)
+		}
+	}
 }
 
 // A replica cut off from the API server stops holding its members before

@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,12 +68,16 @@ func (c *Cache) memberNames(ctx context.Context) ([]string, error) {
 }
 
 // ownershipChanged is the coordinator's callback. A hold that ends stops the
-// member's connection at once (the coordinator releases the Lease only
-// after this returns); a hold that starts asks the member controller, and
-// every subscriber, to look at the member again.
-func (c *Cache) ownershipChanged(cluster string, held bool) {
+// member's connection at once, after its writes in flight returned (waiting
+// up to one retry period); it reports whether they did, and the coordinator
+// releases the Lease only then. A hold that starts asks the member
+// controller, and every subscriber, to look at the member again.
+func (c *Cache) ownershipChanged(cluster string, held bool) (drained bool) {
+	drained = true
 	if !held {
-		prev, next, stopped, known := c.setNotOwned(cluster, false)
+		var prev, next connState
+		var stopped, known bool
+		prev, next, stopped, known, drained = c.setNotOwned(cluster, false)
 		if known {
 			recordNotOwned(cluster, stopped)
 			if next.changed(prev) {
@@ -83,6 +88,7 @@ func (c *Cache) ownershipChanged(cluster string, held bool) {
 		c.log.Info("Member lease acquired", "cluster", cluster)
 	}
 	c.notify(cluster)
+	return drained
 }
 
 func recordNotOwned(cluster string, stopped bool) {
@@ -94,14 +100,15 @@ func recordNotOwned(cluster string, stopped bool) {
 }
 
 // setNotOwned records that another replica owns the member and stops its
-// connection, if any. Unlike a disconnect it forgets that this process was
+// connection, if any, once its writes in flight returned (drained) or one
+// retry period passed. Unlike a disconnect it forgets that this process was
 // ever connected: the member is unknown here, not failed. With create
 // false a member the Cache does not know (it left) stays unknown.
-func (c *Cache) setNotOwned(cluster string, create bool) (prev, next connState, stopped, known bool) {
+func (c *Cache) setNotOwned(cluster string, create bool) (prev, next connState, stopped, known, drained bool) {
 	c.mu.Lock()
 	if _, ok := c.members[cluster]; !ok && !create {
 		c.mu.Unlock()
-		return prev, next, false, false
+		return prev, next, false, false, true
 	}
 	m := c.stateLocked(cluster)
 	prev = m.snapshot()
@@ -110,10 +117,21 @@ func (c *Cache) setNotOwned(cluster string, create bool) (prev, next connState, 
 	m.conn, m.fingerprint, m.token = nil, "", ""
 	next = m.snapshot()
 	c.mu.Unlock()
+	drained = true
 	if conn != nil {
+		drained = conn.fence.close(c.drainWithin())
 		conn.stop()
 	}
-	return prev, next, conn != nil, true
+	return prev, next, conn != nil, true, drained
+}
+
+// drainWithin is how long a hand-over waits for the member's writes in
+// flight: one retry period, as long as a renewal may take.
+func (c *Cache) drainWithin() time.Duration {
+	if c.shard == nil {
+		return 0
+	}
+	return c.shard.o.RetryPeriod
 }
 
 // requestForKubeFedCluster maps a member to the member controller's request.

@@ -62,7 +62,9 @@ func TestFenceCloseWaitsForTheWriteInFlight(t *testing.T) {
 		},
 	})
 	writeErr := make(chan error, 1)
-	go func() { writeErr <- c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}) }()
+	go func() {
+		writeErr <- c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}})
+	}()
 	<-sent
 
 	closed := make(chan bool, 1)
@@ -104,7 +106,9 @@ func TestFenceCloseReportsAWriteStillInFlight(t *testing.T) {
 			return nil
 		},
 	})
-	go func() { _ = c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}) }()
+	go func() {
+		_ = c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}})
+	}()
 	<-sent
 	if f.close(50 * time.Millisecond) {
 		t.Fatal("close reported drained with a write still in flight")

@@ -81,3 +81,44 @@ func TestMetricsCertDirMustHoldTheCertificate(t *testing.T) {
 		t.Errorf("no cert dir refused: %v", err)
 	}
 }
+
+// The host rate limit is the flags', whether the config comes from a
+// kubeconfig file (client-go's default there: 5 requests per second, which
+// queued a burst of RSP shifts one behind the other) or elsewhere.
+func TestHostRateLimitIsTheFlagsWhereverTheConfigComesFrom(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: host, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: host, context: {cluster: host, user: u}}]
+current-context: host
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args  []string
+		qps   float32
+		burst int
+	}{
+		{[]string{"--kubeconfig", kubeconfig}, 50, 100},
+		{[]string{"--kubeconfig", kubeconfig, "--kube-api-qps=200", "--kube-api-burst=300"}, 200, 300},
+	} {
+		o, err := parseFlags(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := hostConfig(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.QPS != tc.qps || cfg.Burst != tc.burst {
+			t.Errorf("%v: host QPS %v burst %d, want %v and %d", tc.args, cfg.QPS, cfg.Burst, tc.qps, tc.burst)
+		}
+	}
+	for _, bad := range [][]string{{"--kube-api-qps=0"}, {"--kube-api-burst=0"}} {
+		if _, err := parseFlags(bad); err == nil || !strings.Contains(err.Error(), "kube-api") {
+			t.Errorf("%v: %v, want an error naming the flag", bad, err)
+		}
+	}
+}

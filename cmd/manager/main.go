@@ -53,6 +53,8 @@ type options struct {
 	kubeContext      string
 	shard            shardFlags
 	zap              zap.Options
+	hostQPS          float64
+	hostBurst        int
 }
 
 func parseFlags(args []string) (options, error) {
@@ -72,11 +74,16 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.machineDeletion, "enable-machine-deletion", false, "Let policies with fencing.requestMachineDeletion delete Cluster API Machines (needs the separate Machine deletion role of the installation).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
 	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
+	fs.Float64Var(&o.hostQPS, "kube-api-qps", 50, "Requests per second to the host API server (client-side limit), however its config is loaded.")
+	fs.IntVar(&o.hostBurst, "kube-api-burst", 100, "Burst of requests to the host API server above --kube-api-qps.")
 	o.shard.bind(fs)
 	o.zap = zap.Options{Development: false}
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.hostQPS <= 0 || o.hostBurst < 1 {
+		return o, fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %v and %d", o.hostQPS, o.hostBurst)
 	}
 	if o.metricsCertDir != "" && !o.metricsSecure {
 		return o, errors.New("--metrics-cert-dir needs --metrics-secure")
@@ -157,15 +164,27 @@ func main() {
 }
 
 // hostConfig loads the host cluster's REST config from --kubeconfig/--context,
-// else the usual places (in-cluster, $KUBECONFIG, ~/.kube/config).
+// else the usual places (in-cluster, $KUBECONFIG, ~/.kube/config), with the
+// rate limit of --kube-api-qps/--kube-api-burst. Without that the limit
+// would depend on the way the config was found: none from ctrl.GetConfig,
+// client-go's 5 requests per second from a kubeconfig file, which queued
+// each RSP shift of a burst behind the others'.
 func hostConfig(o options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if o.kubeconfig == "" && o.kubeContext == "" {
-		return ctrl.GetConfig()
+		cfg, err = ctrl.GetConfig()
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = o.kubeconfig
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+			&clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: o.kubeContext}).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(o.hostQPS), o.hostBurst
+	return cfg, nil
 }
 
 // run builds the manager and blocks until ctx is done.

@@ -40,7 +40,11 @@ type Options struct {
 	// Resync bounds the wait between passes over a managed RSP, for what no
 	// watch reports (default 30s).
 	Resync time.Duration
-	// MaxConcurrentReconciles is the number of RSPs planned at once (default 4).
+	// MaxConcurrentReconciles is the number of RSPs planned at once (default
+	// 16). A pass mostly waits on a few live reads (the federated workload on
+	// the host, its Deployment and ReplicaSets in each member), so a member
+	// running out of room for many RSPs at once is planned in parallel
+	// rather than one small batch behind the other.
 	MaxConcurrentReconciles int
 	// Now is the clock (tests).
 	Now func() time.Time
@@ -48,7 +52,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	defaults.Set(&o.Resync, 30*time.Second)
-	defaults.Set(&o.MaxConcurrentReconciles, 4)
+	defaults.Set(&o.MaxConcurrentReconciles, 16)
 	defaults.Clock(&o.Now)
 	return o
 }

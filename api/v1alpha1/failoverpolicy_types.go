@@ -60,10 +60,11 @@ const (
 // NodeRecoverySpec configures detection, fencing and recovery of lost nodes.
 // +kubebuilder:validation:XValidation:rule="!has(self.fencing) || !has(self.fencing.assumeFencedAfter) || duration(self.fencing.assumeFencedAfter) >= duration(self.notReadyFor)",message="fencing.assumeFencedAfter must not be shorter than notReadyFor",fieldPath=".fencing.assumeFencedAfter"
 type NodeRecoverySpec struct {
-	// Enabled turns node recovery on or off without deleting its settings.
+	// Enabled turns node recovery on or off without deleting its settings
+	// (default true).
 	// +optional
 	// +kubebuilder:default=true
-	Enabled bool `json:"enabled"`
+	Enabled *bool `json:"enabled,omitempty"`
 
 	// NotReadyFor is how long a node's Ready condition must be other than True,
 	// counted from its last transition, before the node counts as lost.
@@ -234,10 +235,11 @@ type PodScope struct {
 // RebalanceSpec configures cross-member ReplicaSchedulingPreference shifting.
 // +kubebuilder:validation:XValidation:rule="!has(self.failback) || !has(self.failback.stabilizationWindow) || duration(self.failback.stabilizationWindow) >= duration(self.minInterval)",message="failback.stabilizationWindow must not be shorter than minInterval",fieldPath=".failback.stabilizationWindow"
 type RebalanceSpec struct {
-	// Enabled turns rebalancing on or off without deleting its settings.
+	// Enabled turns rebalancing on or off without deleting its settings
+	// (default true).
 	// +optional
 	// +kubebuilder:default=true
-	Enabled bool `json:"enabled"`
+	Enabled *bool `json:"enabled,omitempty"`
 
 	// ReplicaSchedulingPreferences selects the RSPs to manage. Their
 	// spec.clusters as the user wrote it is the baseline fedfailover returns to.
@@ -494,3 +496,12 @@ type FailoverPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []FailoverPolicy `json:"items"`
 }
+
+// On reports whether node recovery is configured and enabled. Enabled is a
+// pointer so that a Go client leaving it out gets the default (true) and
+// an explicit false is kept; a plain bool sent false for every job left out.
+func (s *NodeRecoverySpec) On() bool { return s != nil && (s.Enabled == nil || *s.Enabled) }
+
+// On reports whether rebalancing is configured and enabled (see
+// NodeRecoverySpec.On).
+func (s *RebalanceSpec) On() bool { return s != nil && (s.Enabled == nil || *s.Enabled) }

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -215,7 +217,7 @@ func TestDefaults(t *testing.T) {
 		what      string
 		got, want any
 	}{
-		{"nodeRecovery.enabled", nr.Enabled, true},
+		{"nodeRecovery.enabled", nr.Enabled != nil && *nr.Enabled, true},
 		{"nodeRecovery.notReadyFor", nr.NotReadyFor.Get(), time.Minute},
 		{"nodeRecovery.method", nr.Method, v1alpha1.RecoveryMethodAuto},
 		{"nodeRecovery.maxUnhealthy", *nr.MaxUnhealthy, intstr.FromString("40%")},
@@ -224,7 +226,7 @@ func TestDefaults(t *testing.T) {
 		{"nodeRecovery.fencing.requestMachineDeletion", nr.Fencing.RequestMachineDeletion, false},
 		{"nodeRecovery.fencing.assumeFencedAfter", nr.Fencing.AssumeFencedAfter == nil, true},
 		{"nodeRecovery.fencing.externalFenceSource", nr.Fencing.ExternalFenceSource, v1alpha1.ExternalFenceSourceMachine},
-		{"rebalance.enabled", rb.Enabled, true},
+		{"rebalance.enabled", rb.Enabled != nil && *rb.Enabled, true},
 		{"rebalance.capacityExhaustedAfter", rb.CapacityExhaustedAfter.Get(), 10 * time.Second},
 		{"rebalance.clusterFailedAfter", rb.ClusterFailedAfter.Get(), 20 * time.Second},
 		{"rebalance.minInterval", rb.MinInterval.Get(), 30 * time.Second},
@@ -237,6 +239,38 @@ func TestDefaults(t *testing.T) {
 		if ch.got != ch.want {
 			t.Errorf("default %s = %v, want %v", ch.what, ch.got, ch.want)
 		}
+	}
+}
+
+// A policy built in Go that leaves enabled out gets the default, true; an
+// explicit false is kept. With a plain bool the Go client sent "enabled":
+// false for every job left out, and both jobs were off (the fault
+// campaign's policy reset fell into it).
+func TestEnabledLeftOutInGoIsTheDefault(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		set  *bool
+		want bool
+	}{{"enabled-left-out", nil, true}, {"enabled-false", ptr.To(false), false}, {"enabled-true", ptr.To(true), true}} {
+		p := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: tc.name}, Spec: v1alpha1.FailoverPolicySpec{
+			// Fencing and makeBeforeBreak are still plain bools with a
+			// default of true: set here as the server would default them.
+			NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: tc.set, Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}},
+			Rebalance:    &v1alpha1.RebalanceSpec{Enabled: tc.set, Failback: v1alpha1.FailbackSpec{MakeBeforeBreak: true}}}}
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got v1alpha1.FailoverPolicy
+		if err := c.Get(ctx, client.ObjectKey{Name: tc.name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.NodeRecovery.On() != tc.want || got.Spec.Rebalance.On() != tc.want || got.Spec.NodeRecovery.Enabled == nil {
+			t.Errorf("%s: stored nodeRecovery.enabled %v, rebalance.enabled %v; want %v (the default stored)", tc.name,
+				got.Spec.NodeRecovery.Enabled, got.Spec.Rebalance.Enabled, tc.want)
+		}
+		_ = c.Delete(ctx, &got)
 	}
 }
 

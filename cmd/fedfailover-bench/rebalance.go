@@ -44,7 +44,7 @@ const (
 
 // The policy the benchmark runs fedfailover with: the API defaults.
 var rbBenchPolicy = v1alpha1.RebalanceSpec{
-	Enabled: true, CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
+	CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
 	Failback: v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: true},
 }
 

@@ -332,7 +332,7 @@ func (b *rcBench) restoreBaselineNode(ctx context.Context, node string) error {
 func (b *rcBench) policy() *v1alpha1.NodeRecoverySpec {
 	pct := intstr.FromString("40%")
 	return &v1alpha1.NodeRecoverySpec{
-		Enabled: true, NotReadyFor: v1alpha1.Duration(b.o.notReadyFor.String()), Method: v1alpha1.RecoveryMethodAuto,
+		NotReadyFor: v1alpha1.Duration(b.o.notReadyFor.String()), Method: v1alpha1.RecoveryMethodAuto,
 		MaxUnhealthy: &pct, StormCooldown: "5s",
 		Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true},
 	}

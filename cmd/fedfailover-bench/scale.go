@@ -180,7 +180,7 @@ func scPolicySpec(notReadyFor time.Duration) v1alpha1.FailoverPolicySpec {
 	rb.ReplicaSchedulingPreferences = v1alpha1.PodScope{Namespaces: []string{scNamespace}}
 	return v1alpha1.FailoverPolicySpec{
 		NodeRecovery: &v1alpha1.NodeRecoverySpec{
-			Enabled: true, NotReadyFor: v1alpha1.Duration(notReadyFor.String()), Method: v1alpha1.RecoveryMethodAuto,
+			NotReadyFor: v1alpha1.Duration(notReadyFor.String()), Method: v1alpha1.RecoveryMethodAuto,
 			MaxUnhealthy: &pct, StormCooldown: "5s",
 			Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true},
 		},

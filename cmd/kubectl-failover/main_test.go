@@ -393,9 +393,9 @@ func seedPolicy() *v1alpha1.FailoverPolicy {
 	return &v1alpha1.FailoverPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: v1alpha1.FailoverPolicySpec{
-			NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "60s", Method: v1alpha1.RecoveryMethodAuto, StormCooldown: "5m",
+			NodeRecovery: &v1alpha1.NodeRecoverySpec{NotReadyFor: "60s", Method: v1alpha1.RecoveryMethodAuto, StormCooldown: "5m",
 				Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}},
-			Rebalance: &v1alpha1.RebalanceSpec{Enabled: true, CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
+			Rebalance: &v1alpha1.RebalanceSpec{CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
 				Failback: v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: true}},
 		},
 		Status: v1alpha1.FailoverPolicyStatus{

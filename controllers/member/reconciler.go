@@ -181,6 +181,17 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 
 	metrics.MemberProbeDuration.WithLabelValues(kfc.Name, metrics.ProbeFailure).Observe(elapsed.Seconds())
 	reason, msg := reasonFor(err), redact(err.Error(), m.token)
+	if !m.synced && !disconnectNow(reason) {
+		// The first sync still reads (watchSync tears down one that read
+		// nothing for SyncStallTimeout), so the server answers: a probe
+		// queued behind that very list on a busy API server must not tear
+		// the sync down and start it again from zero. Until it has synced
+		// the member is unknown to both jobs.
+		ctrl.LoggerFrom(ctx).Info("Member probe failed while the first cache sync is still reading; the sync's progress decides",
+			"reason", reason, "error", msg)
+		r.cache.probeFailed(kfc.Name, m.conn, now, m.failures)
+		return ctrl.Result{RequeueAfter: o.ProbePeriod}
+	}
 	failures := m.failures + 1
 	if disconnectNow(reason) || failures >= o.FailureThreshold {
 		if !disconnectNow(reason) {

@@ -45,7 +45,7 @@ func livingMachine() *clusterv1.Machine {
 }
 
 func policy(mut ...func(*v1alpha1.NodeRecoverySpec)) *v1alpha1.NodeRecoverySpec {
-	p := &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "10s", Method: v1alpha1.RecoveryMethodAuto,
+	p := &v1alpha1.NodeRecoverySpec{NotReadyFor: "10s", Method: v1alpha1.RecoveryMethodAuto,
 		Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}}
 	for _, m := range mut {
 		m(p)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -230,7 +231,7 @@ func TestLossTakenUpAgainGetsANewRecord(t *testing.T) {
 		if err := w.host.Get(ctx, client.ObjectKey{Name: "p"}, pol); err != nil {
 			t.Fatal(err)
 		}
-		pol.Spec.NodeRecovery.Enabled = enabled
+		pol.Spec.NodeRecovery.Enabled = ptr.To(enabled)
 		if err := w.host.Update(ctx, pol); err != nil {
 			t.Fatal(err)
 		}

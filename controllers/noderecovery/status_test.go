@@ -56,7 +56,7 @@ func TestStatusSharedWithMemberWriter(t *testing.T) {
 	}
 	ctx := context.Background()
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"},
-		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "10s",
+		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{NotReadyFor: "10s",
 			Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}}}}
 	if err := c.Create(ctx, pol); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -93,7 +94,7 @@ func TestDisabledPolicyRestoresBaselines(t *testing.T) {
 	r, c, _, ns := onHost(t, pol)
 	key, baseline := shiftedOnHost(t, r, c, ns, pol.Name)
 	orig := pol.DeepCopy()
-	pol.Spec.Rebalance.Enabled = false
+	pol.Spec.Rebalance.Enabled = ptr.To(false)
 	if err := c.Patch(context.Background(), pol, client.MergeFrom(orig)); err != nil {
 		t.Fatal(err)
 	}

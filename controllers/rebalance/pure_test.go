@@ -21,7 +21,7 @@ import (
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func testSpec() v1alpha1.RebalanceSpec {
-	return v1alpha1.RebalanceSpec{Enabled: true, CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
+	return v1alpha1.RebalanceSpec{CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
 		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true}}
 }
 
@@ -257,7 +257,7 @@ func TestRebalancingCondition(t *testing.T) {
 		})
 	}
 	off := testPolicy()
-	off.Spec.Rebalance.Enabled = false
+	off.Spec.Rebalance.Enabled = ptr.To(false)
 	if st := desiredStatus(off, nil); len(st.Conditions) != 0 {
 		t.Errorf("rebalance off, yet conditions %+v", st.Conditions)
 	}

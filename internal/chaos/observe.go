@@ -270,11 +270,11 @@ func policyDrift(want, got v1alpha1.FailoverPolicySpec) string {
 	}
 	if !apiequality.Semantic.DeepEqual(want.NodeRecovery, got.NodeRecovery) {
 		out = append(out, fmt.Sprintf("nodeRecovery differs (enabled %v, want %v)",
-			got.NodeRecovery != nil && got.NodeRecovery.Enabled, want.NodeRecovery != nil && want.NodeRecovery.Enabled))
+			got.NodeRecovery.On(), want.NodeRecovery.On()))
 	}
 	if !apiequality.Semantic.DeepEqual(want.Rebalance, got.Rebalance) {
 		out = append(out, fmt.Sprintf("rebalance differs (enabled %v, want %v)",
-			got.Rebalance != nil && got.Rebalance.Enabled, want.Rebalance != nil && want.Rebalance.Enabled))
+			got.Rebalance.On(), want.Rebalance.On()))
 	}
 	if len(out) == 0 && !apiequality.Semantic.DeepEqual(want, got) {
 		out = append(out, "spec differs")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -17,8 +18,8 @@ import (
 // both jobs enabled by the CRD's defaults.
 func storedLivePolicy() v1alpha1.FailoverPolicySpec {
 	return v1alpha1.FailoverPolicySpec{
-		NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: true},
-		Rebalance:    &v1alpha1.RebalanceSpec{Enabled: true},
+		NodeRecovery: &v1alpha1.NodeRecoverySpec{},
+		Rebalance:    &v1alpha1.RebalanceSpec{},
 	}
 }
 
@@ -47,7 +48,7 @@ func TestResetPolicyRecreatesTheStoredSpec(t *testing.T) {
 		t.Fatalf("re-created policy: %s", d)
 	}
 
-	p.Spec.Paused, p.Spec.NodeRecovery.Enabled = true, false // edited: restored
+	p.Spec.Paused, p.Spec.NodeRecovery.Enabled = true, ptr.To(false) // edited: restored
 	if err := host.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestPolicyDriftNamesWhatDiffers(t *testing.T) {
 		t.Fatalf("same spec: drift %q", d)
 	}
 	off := storedLivePolicy()
-	off.NodeRecovery.Enabled, off.Rebalance.Enabled = false, false
+	off.NodeRecovery.Enabled, off.Rebalance.Enabled = ptr.To(false), ptr.To(false)
 	d := policyDrift(storedLivePolicy(), off)
 	for _, want := range []string{"nodeRecovery differs (enabled false, want true)", "rebalance differs (enabled false, want true)"} {
 		if !strings.Contains(d, want) {

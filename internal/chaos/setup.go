@@ -148,7 +148,7 @@ func (c *Campaign) captureBaseline(ctx context.Context) error {
 		}
 		c.policyBaseline[name] = *p.Spec.DeepCopy()
 	}
-	if live := c.policyBaseline[livePolicy]; live.NodeRecovery == nil || !live.NodeRecovery.Enabled || live.Rebalance == nil || !live.Rebalance.Enabled {
+	if live := c.policyBaseline[livePolicy]; !live.NodeRecovery.On() || !live.Rebalance.On() {
 		return fmt.Errorf("policy %s must enable both jobs, or the campaign tries nothing (nodeRecovery %+v, rebalance %+v)",
 			livePolicy, live.NodeRecovery, live.Rebalance)
 	}

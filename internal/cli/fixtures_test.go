@@ -49,7 +49,7 @@ func rsp(ns, name string, total int32, clusters map[string]fedschedv1a1.ClusterP
 }
 
 func rebalanceSpec() *v1alpha1.RebalanceSpec {
-	return &v1alpha1.RebalanceSpec{Enabled: true, CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
+	return &v1alpha1.RebalanceSpec{CapacityExhaustedAfter: "10s", ClusterFailedAfter: "20s", MinInterval: "30s",
 		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: true}}
 }
 
@@ -71,7 +71,7 @@ func defaultPolicy() v1alpha1.FailoverPolicy {
 	p := v1alpha1.FailoverPolicy{}
 	p.Name = "default"
 	p.CreationTimestamp = *ago(time.Hour)
-	p.Spec.NodeRecovery = &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "60s", Method: v1alpha1.RecoveryMethodAuto,
+	p.Spec.NodeRecovery = &v1alpha1.NodeRecoverySpec{NotReadyFor: "60s", Method: v1alpha1.RecoveryMethodAuto,
 		MaxUnhealthy: &maxUnhealthy, StormCooldown: "5m", Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}}
 	p.Spec.Rebalance = rebalanceSpec()
 	p.Spec.Rebalance.ReplicaSchedulingPreferences.Namespaces = []string{"demo"}

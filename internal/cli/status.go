@@ -150,14 +150,14 @@ func policyRow(s *Snapshot, p *v1alpha1.FailoverPolicy) PolicyRow {
 
 func policyMode(spec v1alpha1.FailoverPolicySpec) string {
 	var parts []string
-	if r := spec.NodeRecovery; r != nil && r.Enabled {
+	if r := spec.NodeRecovery; r.On() {
 		method := r.Method
 		if method == "" {
 			method = v1alpha1.RecoveryMethodAuto
 		}
 		parts = append(parts, "Recovery("+string(method)+")")
 	}
-	if r := spec.Rebalance; r != nil && r.Enabled {
+	if r := spec.Rebalance; r.On() {
 		parts = append(parts, "Rebalance")
 	}
 	if len(parts) == 0 {

@@ -32,7 +32,6 @@ func pins(a, b, c int64) prefsMap { return prefsMap{"a": pin(a), "b": pin(b), "c
 
 func spec(makeBeforeBreak bool) v1alpha1.RebalanceSpec {
 	return v1alpha1.RebalanceSpec{
-		Enabled:     true,
 		MinInterval: "30s",
 		Failback:    v1alpha1.FailbackSpec{StabilizationWindow: "2m", MaxStep: 2, MakeBeforeBreak: makeBeforeBreak},
 	}

@@ -115,9 +115,9 @@ func Enabled(p *v1alpha1.FailoverPolicy, f Feature) bool {
 	}
 	switch f {
 	case NodeRecovery:
-		return p.Spec.NodeRecovery != nil && p.Spec.NodeRecovery.Enabled
+		return p.Spec.NodeRecovery.On()
 	case Rebalance:
-		return p.Spec.Rebalance != nil && p.Spec.Rebalance.Enabled
+		return p.Spec.Rebalance.On()
 	}
 	return false
 }

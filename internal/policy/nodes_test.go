@@ -26,7 +26,7 @@ func TestNodes(t *testing.T) {
 		{name: "invalid", sel: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}, wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nr := &v1alpha1.NodeRecoverySpec{Enabled: true, NodeSelector: tc.sel}
+			nr := &v1alpha1.NodeRecoverySpec{NodeSelector: tc.sel}
 			s, err := Nodes(nr)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 )
@@ -31,8 +32,8 @@ func pol(name string, age time.Duration, opts ...opt) v1alpha1.FailoverPolicy {
 	p := v1alpha1.FailoverPolicy{}
 	p.Name = name
 	p.CreationTimestamp = metav1.NewTime(t0.Add(-age))
-	p.Spec.NodeRecovery = &v1alpha1.NodeRecoverySpec{Enabled: true}
-	p.Spec.Rebalance = &v1alpha1.RebalanceSpec{Enabled: true}
+	p.Spec.NodeRecovery = &v1alpha1.NodeRecoverySpec{}
+	p.Spec.Rebalance = &v1alpha1.RebalanceSpec{}
 	for _, o := range opts {
 		o(&p)
 	}
@@ -42,7 +43,7 @@ func pol(name string, age time.Duration, opts ...opt) v1alpha1.FailoverPolicy {
 func clusters(s *metav1.LabelSelector) opt {
 	return func(p *v1alpha1.FailoverPolicy) { p.Spec.ClusterSelector = s }
 }
-func noRecovery(p *v1alpha1.FailoverPolicy)  { p.Spec.NodeRecovery.Enabled = false }
+func noRecovery(p *v1alpha1.FailoverPolicy)  { p.Spec.NodeRecovery.Enabled = ptr.To(false) }
 func noRebalance(p *v1alpha1.FailoverPolicy) { p.Spec.Rebalance = nil }
 func deleting(p *v1alpha1.FailoverPolicy)    { p.DeletionTimestamp = &metav1.Time{Time: t0} }
 func pods(s *metav1.LabelSelector) opt {
@@ -251,7 +252,7 @@ func TestForRSP(t *testing.T) {
 		{name: "invalid pods selector does not stop rebalance",
 			policies: []v1alpha1.FailoverPolicy{pol("a", time.Hour, pods(badSelector))}, owner: "a", governing: "a"},
 		{name: "owner disabled with an invalid selector: released",
-			policies: []v1alpha1.FailoverPolicy{pol("a", time.Hour, badRSP, func(p *v1alpha1.FailoverPolicy) { p.Spec.Rebalance.Enabled = false })}, owner: "a"},
+			policies: []v1alpha1.FailoverPolicy{pol("a", time.Hour, badRSP, func(p *v1alpha1.FailoverPolicy) { p.Spec.Rebalance.Enabled = ptr.To(false) })}, owner: "a"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ var (
 
 func testPolicy(mut ...func(*v1alpha1.FailoverPolicy)) *v1alpha1.FailoverPolicy {
 	p := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: 4},
-		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: true}}}
+		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{}}}
 	for _, m := range mut {
 		m(p)
 	}

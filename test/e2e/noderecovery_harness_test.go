@@ -90,7 +90,7 @@ func nrPolicy(t *testing.T, name string, mutate func(*v1alpha1.NodeRecoverySpec)
 	p := &v1alpha1.FailoverPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{
-			Enabled: true, NotReadyFor: "5s", Method: v1alpha1.RecoveryMethodAuto, MaxUnhealthy: &pct,
+			NotReadyFor: "5s", Method: v1alpha1.RecoveryMethodAuto, MaxUnhealthy: &pct,
 			StormCooldown: "5s",
 			Fencing:       v1alpha1.FencingSpec{MachineInfrastructureDeleted: true},
 		}},

@@ -22,7 +22,7 @@ import (
 // Short policy times so each scenario fits in about a minute.
 func rbSpec() *v1alpha1.RebalanceSpec {
 	return &v1alpha1.RebalanceSpec{
-		Enabled: true, CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
+		CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
 		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true},
 	}
 }

@@ -321,7 +321,7 @@ func policy(t *testing.T, f *federation, name string, sel *metav1.LabelSelector)
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.FailoverPolicySpec{
 			ClusterSelector: sel,
-			NodeRecovery: &v1alpha1.NodeRecoverySpec{Enabled: true, NotReadyFor: "60s",
+			NodeRecovery: &v1alpha1.NodeRecoverySpec{NotReadyFor: "60s",
 				Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}},
 		},
 	}

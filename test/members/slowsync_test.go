@@ -36,6 +36,10 @@ type podLists struct {
 	chunk          int
 	// stall: response bodies never hand out a byte.
 	stall bool
+	// starveProbes: while the pod list is slowed, the health probe (a
+	// one-node list) gets no answer until it gives up, as on an API server
+	// busy with that list.
+	starveProbes bool
 
 	mu     sync.Mutex
 	starts []time.Time
@@ -44,6 +48,10 @@ type podLists struct {
 func (p *podLists) wrap() transport.WrapperFunc {
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return wrapped{rt: rt, f: func(req *http.Request) (*http.Response, error) {
+			if p.starveProbes && req.URL.Host == p.host && req.URL.Path == "/api/v1/nodes" && req.URL.Query().Get("limit") == "1" && p.slowing() {
+				<-req.Context().Done()
+				return nil, req.Context().Err()
+			}
 			resp, err := rt.RoundTrip(req)
 			if err != nil || req.URL.Host != p.host || req.Method != http.MethodGet || req.URL.Path != "/api/v1/pods" {
 				return resp, err
@@ -63,6 +71,13 @@ func (p *podLists) wrap() transport.WrapperFunc {
 			return resp, nil
 		}}
 	}
+}
+
+// slowing reports whether the first pod list is in its slow phase.
+func (p *podLists) slowing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.starts) > 0 && time.Since(p.starts[0]) < p.slowFor
 }
 
 // initialLists returns when each initial pod list started.
@@ -180,34 +195,51 @@ func hostOf(t *testing.T, m *memberEnv) string {
 // reading is not cut short: one list, no reconnect, and meanwhile the
 // member is unknown (syncing), never failed.
 func TestSlowFirstListStillConnects(t *testing.T) {
+	for _, starve := range []bool{false, true} {
+		t.Run(map[bool]string{false: "probes answered", true: "probes time out meanwhile"}[starve], func(t *testing.T) {
+			slowFirstListConnects(t, starve)
+		})
+	}
+}
+
+// slowFirstListConnects: with starveProbes the health probes time out while
+// the list is slow (more than FailureThreshold of them), as seen at the goal
+// size, where each one tore the sync down and started it again from zero.
+func slowFirstListConnects(t *testing.T, starveProbes bool) {
 	f := env(t)
 	alpha := f.members["alpha"]
-	makePods(t, alpha, "slow", 30)
-	// 64 bytes every 200 ms for 6 s: about 2 KB of a list of 30 pods.
-	const slowFor = 6 * time.Second
-	lists := &podLists{host: hostOf(t, alpha), slowFor: slowFor, every: 200 * time.Millisecond, chunk: 64}
+	name := map[bool]string{false: "slow", true: "starved"}[starveProbes]
+	makePods(t, alpha, name, 30)
+	// 64 bytes every 200 ms for 6 s: about 2 KB of a list of 30 pods. With
+	// the probes starved, 12 s: room for FailureThreshold (3) probes to
+	// time out one after another (2 s each, one per second).
+	slowFor := 6 * time.Second
+	if starveProbes {
+		slowFor = 12 * time.Second
+	}
+	lists := &podLists{host: hostOf(t, alpha), slowFor: slowFor, every: 200 * time.Millisecond, chunk: 64, starveProbes: starveProbes}
 	opts := testOptions()
 	opts.SyncStallTimeout = 2 * time.Second
 	opts.WrapTransport = lists.wrap()
 	h := startManager(t, f, opts)
 
-	f.join(t, "alpha", "slow", nil)
-	eventually(t, 5*time.Second, "slow syncing", func() error {
+	f.join(t, "alpha", name, nil)
+	eventually(t, 5*time.Second, name+" syncing", func() error {
 		if len(lists.initialLists()) == 0 {
 			return errorf("no pod list yet")
 		}
-		return wantUnknown(h, "slow")
+		return wantUnknown(h, name)
 	})
 	// Meanwhile: unknown throughout, and the message counts what came in.
 	progressed := false
-	eventually(t, 3*slowFor, "slow connected", func() error {
-		if h.cache.Connected("slow") {
+	eventually(t, 3*slowFor, name+" connected", func() error {
+		if h.cache.Connected(name) {
 			return nil
 		}
-		if err := wantUnknown(h, "slow"); err != nil {
+		if err := wantUnknown(h, name); err != nil {
 			t.Fatalf("while syncing: %v", err)
 		}
-		msg := h.cache.MemberStatuses(context.Background(), []string{"slow"})[0].Message
+		msg := h.cache.MemberStatuses(context.Background(), []string{name})[0].Message
 		progressed = progressed || (strings.Contains(msg, "Pods received") && !strings.Contains(msg, "; 0 B read"))
 		return errorf("still syncing")
 	})
@@ -221,23 +253,26 @@ func TestSlowFirstListStillConnects(t *testing.T) {
 	if !progressed {
 		t.Error("the syncing message never showed pods and bytes received")
 	}
-	h.waitState(t, time.Second, "slow", true, member.ReasonConnected)
-	if h.cache.Unknown("slow") {
+	h.waitState(t, time.Second, name, true, member.ReasonConnected)
+	if h.cache.Unknown(name) {
 		t.Error("connected, still unknown")
 	}
-	if n, _ := series(t, mSyncDuration, "slow"); n != 1 {
-		t.Errorf("%s{cluster=slow} has %v samples, want 1", mSyncDuration, n)
+	if n, _ := series(t, mSyncDuration, name); n != 1 {
+		t.Errorf("%s{cluster=%s} has %v samples, want 1", mSyncDuration, name, n)
 	}
-	if n, _ := series(t, mDisconnect, "slow", "reason", member.ReasonCacheSyncFailed); n != 0 {
+	if n, _ := series(t, mDisconnect, name, "reason", member.ReasonProbeFailed); n != 0 {
+		t.Errorf("%v teardowns for failed probes while the sync was reading, want none", n)
+	}
+	if n, _ := series(t, mDisconnect, name, "reason", member.ReasonCacheSyncFailed); n != 0 {
 		t.Errorf("%v teardowns for a stalled sync, want none", n)
 	}
 	eventually(t, 5*time.Second, "Syncing and Connected events", func() error {
-		if s, c := countEvents(t, f, "slow", member.ReasonSyncing), countEvents(t, f, "slow", member.ReasonConnected); s != 1 || c != 1 {
+		if s, c := countEvents(t, f, name, member.ReasonSyncing), countEvents(t, f, name, member.ReasonConnected); s != 1 || c != 1 {
 			return errorf("%d Syncing and %d Connected events, want one each", s, c)
 		}
 		return nil
 	})
-	c, err := h.cache.GetReader(context.Background(), "slow")
+	c, err := h.cache.GetReader(context.Background(), name)
 	must(t, err)
 	var pods corev1.PodList
 	must(t, c.List(context.Background(), &pods, client.InNamespace("default")))

@@ -385,7 +385,7 @@ func (f *fixture) createPolicy(name string, notReadyFor v1alpha1.Duration) {
 	one := intstr.FromInt32(1)
 	p := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{
-			Enabled: true, NotReadyFor: notReadyFor, Method: v1alpha1.RecoveryMethodAuto, MaxUnhealthy: &one,
+			NotReadyFor: notReadyFor, Method: v1alpha1.RecoveryMethodAuto, MaxUnhealthy: &one,
 			StormCooldown: "5s", Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true},
 		}}}
 	if err := f.host.Create(t.Context(), p); err != nil {

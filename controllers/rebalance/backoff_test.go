@@ -1,7 +1,6 @@
 package rebalance
 
 import (
-	"reflect"
 	"testing"
 	"time"
 
@@ -80,9 +79,6 @@ func TestExhaustedRightAfterFailbackBacksOff(t *testing.T) {
 	fm.add(t, "member2", append(deploy(), readyNode("n2", 20))...)
 	r.members = fm
 
-	// The recorded room onset (an hour ago) is not this process's own
-	// sighting: the stabilization window counts from its first pass.
-	passAt(t, r, key, t0.Add(-spec.Failback.StabilizationWindow.Get()))
 	passAt(t, r, key, t0) // failback step toward 3:3
 	m := recordedState(t, c, key)
 	if m.Members["member2"].LastFailback == nil {
@@ -140,64 +136,4 @@ func recordedState(t *testing.T, c client.Client, key types.NamespacedName) *con
 		t.Fatalf("state %v, %v", m, err)
 	}
 	return m
-}
-
-// The onsets in the RSP's annotation are a record, never authority: anyone
-// who can write the RSP (or a restore from an old backup) can set them. A
-// member failing, Unschedulable or with room since long ago by the
-// annotation waits clusterFailedAfter, capacityExhaustedAfter or the
-// stabilization window from this process's own first sighting, like a
-// restarted process.
-func TestRecordedOnsetsDoNotShortenAWait(t *testing.T) {
-	spec := testSpec() // failed after 10s, exhausted after 5s, window 20s
-	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "osc"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
-	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
-	long := timePtr(t0.Add(-time.Hour))
-	deploy := func() []client.Object {
-		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
-			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}
-	}
-	cases := []struct {
-		name  string
-		marks contract.MemberTimers
-		// member2 as the passes see it
-		members func(t *testing.T) *fakeMembers
-		wait    time.Duration
-	}{
-		{name: "failing since an hour ago", marks: contract.MemberTimers{FailingSince: long},
-			members: func(t *testing.T) *fakeMembers {
-				fm := noMembers(t)
-				fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
-				fm.add(t, "member2", deploy()...)
-				fm.down["member2"] = true
-				return fm
-			}, wait: spec.ClusterFailedAfter.Get()},
-		{name: "Unschedulable since an hour ago", marks: contract.MemberTimers{UnschedulableSince: microPtr(t0.Add(-time.Hour))},
-			members: func(t *testing.T) *fakeMembers {
-				fm := noMembers(t)
-				fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
-				fm.add(t, "member2", append(deploy(), podOf("p1", "rs-1", false))...)
-				return fm
-			}, wait: spec.CapacityExhaustedAfter.Get()},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			state := &contract.RebalanceState{Policy: "osc", Baseline: user, Applied: &user, LastChange: long,
-				Members: map[string]contract.MemberTimers{"member2": tc.marks}}
-			r, c, _, key := rspWithAnnotation(t, state.Encode(), pol)
-			r.members = tc.members(t)
-			passAt(t, r, key, t0)
-			if got := specOf(t, c, key).Spec.Clusters; !reflect.DeepEqual(got, user.Clusters) {
-				t.Fatalf("first pass shifted the RSP on the recorded onset alone: %v", got)
-			}
-			passAt(t, r, key, t0.Add(tc.wait-time.Second))
-			if got := specOf(t, c, key).Spec.Clusters; !reflect.DeepEqual(got, user.Clusters) {
-				t.Fatalf("shifted %s after the first sighting, before the whole wait (%s): %v", tc.wait-time.Second, tc.wait, got)
-			}
-			passAt(t, r, key, t0.Add(tc.wait+time.Second))
-			if got := specOf(t, c, key).Spec.Clusters; reflect.DeepEqual(got, user.Clusters) {
-				t.Fatalf("not shifted once the wait passed since this process's first sighting: %v", got)
-			}
-		})
-	}
 }

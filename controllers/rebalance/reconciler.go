@@ -70,10 +70,6 @@ type memory struct {
 	onset     time.Time
 	onsetWhy  string
 	onsetDone time.Time
-	// seen are the member timers of this process's last pass: its own
-	// sightings, the only source of the onsets a shift waits on
-	// (sightedTimers).
-	seen map[string]contract.MemberTimers
 }
 
 func (r *Reconciler) memoryOf(key types.NamespacedName) *memory {
@@ -177,7 +173,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 		return ctrl.Result{}, err
 	}
 	now := r.now()
-	in, requeue, onset, err := r.plannerInput(ctx, pol, rsp, m, w, mem, now)
+	in, requeue, onset, err := r.plannerInput(ctx, pol, rsp, m, w, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -234,7 +230,7 @@ func (r *Reconciler) recordedMarks(rsp *fedschedv1a1.ReplicaSchedulingPreference
 
 // plannerInput assesses every selected member and updates the marks.
 func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
-	m *contract.RebalanceState, w workload, mem *memory, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
+	m *contract.RebalanceState, w workload, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
 	spec := *pol.Spec.Rebalance
 	names, eligible, err := r.memberNames(ctx, pol, w)
 	if err != nil {
@@ -248,15 +244,12 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 	var requeue time.Time
 	var onset onsetInfo
 	newMarks := map[string]contract.MemberTimers{}
-	r.mu.Lock()
-	seen := mem.seen
-	r.mu.Unlock()
 	for _, name := range sortedKeys(names) {
 		obs, err := r.observe(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", name)), name, names[name], rsp.Namespace, w)
 		if err != nil {
 			return planner.Input{}, time.Time{}, onsetInfo{}, err
 		}
-		a := assess(obs, sightedTimers(m.Members[name], seen[name]), spec, now)
+		a := assess(obs, m.Members[name], spec, now)
 		in.Members[name] = a.Member
 		if a.Marks != (contract.MemberTimers{}) {
 			newMarks[name] = a.Marks
@@ -273,9 +266,6 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 		newMarks = nil
 	}
 	m.Members = newMarks
-	r.mu.Lock()
-	mem.seen = newMarks
-	r.mu.Unlock()
 	return in, requeue, onset, nil
 }
 

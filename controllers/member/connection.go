@@ -108,11 +108,12 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	if err != nil {
 		return nil, fmt.Errorf("creating REST mapper: %w", err)
 	}
-	if c.uncached, err = client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper}); err != nil {
+	live, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper})
+	if err != nil {
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
 	// Then authentication and authorization, with the probe request itself.
-	if err = probe(cctx, c.uncached); err != nil {
+	if err = probe(cctx, live); err != nil {
 		return nil, fmt.Errorf("probing: %w", err)
 	}
 
@@ -167,13 +168,13 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 			}
 		}
 	}
-	c.client, err = client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper,
-		Cache: &client.CacheOptions{Reader: fallbackReader{cache: c.cache, live: c.uncached}}})
+	cached, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper,
+		Cache: &client.CacheOptions{Reader: fallbackReader{cache: c.cache, live: live}}})
 	if err != nil {
 		return nil, fmt.Errorf("creating cached client: %w", err)
 	}
 	// Every write to the member, from either client, goes through the fence.
-	c.client, c.uncached = fencedClient{Client: c.client, fence: fence}, fencedClient{Client: c.uncached, fence: fence}
+	c.client, c.uncached = fence.fenced(cached), fence.fenced(live)
 
 	// The cache outlives this reconcile: it stops in stop().
 	cacheCtx, cacheCancel := context.WithCancel(context.Background())
@@ -237,6 +238,15 @@ func (c *connection) syncStatus() syncStatus {
 		st.kinds = append(st.kinds, k)
 	}
 	return st
+}
+
+// bytesRead is what every informer's list and watch requests have read.
+func (c *connection) bytesRead() int64 {
+	var n int64
+	for _, p := range c.progress {
+		n += p.bytes.Load()
+	}
+	return n
 }
 
 // watchErr is the last error of an informer's list or watch, if any.

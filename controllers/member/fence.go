@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // ErrNotHeld refuses a write to a member this replica may not write to:
@@ -83,61 +84,39 @@ func (f *writeFence) do(write func() error) error {
 	return write()
 }
 
-// fencedClient is a member client whose every write goes through the
-// member's fence; reads pass straight through.
-type fencedClient struct {
-	client.Client
-	fence *writeFence
-}
-
-func (c fencedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	return c.fence.do(func() error { return c.Client.Create(ctx, obj, opts...) })
-}
-
-func (c fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	return c.fence.do(func() error { return c.Client.Update(ctx, obj, opts...) })
-}
-
-func (c fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	return c.fence.do(func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
-}
-
-func (c fencedClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	return c.fence.do(func() error { return c.Client.Apply(ctx, obj, opts...) })
-}
-
-func (c fencedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	return c.fence.do(func() error { return c.Client.Delete(ctx, obj, opts...) })
-}
-
-func (c fencedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	return c.fence.do(func() error { return c.Client.DeleteAllOf(ctx, obj, opts...) })
-}
-
-func (c fencedClient) Status() client.SubResourceWriter { return c.SubResource("status") }
-
-func (c fencedClient) SubResource(sub string) client.SubResourceClient {
-	return fencedSubResource{SubResourceClient: c.Client.SubResource(sub), fence: c.fence}
-}
-
-// fencedSubResource fences a subresource's writes (status, eviction, ...).
-type fencedSubResource struct {
-	client.SubResourceClient
-	fence *writeFence
-}
-
-func (c fencedSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	return c.fence.do(func() error { return c.SubResourceClient.Create(ctx, obj, sub, opts...) })
-}
-
-func (c fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	return c.fence.do(func() error { return c.SubResourceClient.Update(ctx, obj, opts...) })
-}
-
-func (c fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	return c.fence.do(func() error { return c.SubResourceClient.Patch(ctx, obj, patch, opts...) })
-}
-
-func (c fencedSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	return c.fence.do(func() error { return c.SubResourceClient.Apply(ctx, obj, opts...) })
+// fenced returns c with every write, subresource writes included, sent
+// through the fence; reads pass straight through.
+func (f *writeFence) fenced(c client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return f.do(func() error { return c.Create(ctx, obj, opts...) })
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return f.do(func() error { return c.Update(ctx, obj, opts...) })
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return f.do(func() error { return c.Patch(ctx, obj, patch, opts...) })
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			return f.do(func() error { return c.Apply(ctx, obj, opts...) })
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			return f.do(func() error { return c.Delete(ctx, obj, opts...) })
+		},
+		DeleteAllOf: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
+			return f.do(func() error { return c.DeleteAllOf(ctx, obj, opts...) })
+		},
+		SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+			return f.do(func() error { return c.SubResource(sub).Create(ctx, obj, subObj, opts...) })
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return f.do(func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			return f.do(func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+		},
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			return f.do(func() error { return c.SubResource(sub).Apply(ctx, obj, opts...) })
+		},
+	})
 }

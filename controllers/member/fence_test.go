@@ -19,7 +19,7 @@ func fencedPodClient(t *testing.T, holds *atomic.Bool, funcs interceptor.Funcs) 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	inner := interceptor.NewClient(fake.NewClientBuilder().WithObjects(pod).Build(), funcs)
 	f := newWriteFence("m1", holds.Load)
-	return fencedClient{Client: inner, fence: f}, f
+	return f.fenced(inner), f
 }
 
 func podKey() client.ObjectKey { return client.ObjectKey{Namespace: "ns", Name: "p"} }

@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -175,7 +176,8 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 		if m.synced {
 			setCacheMetrics(kfc.Name, m.conn)
 		}
-		r.cache.probeSucceeded(kfc.Name, m.conn, now)
+		prev, next := r.cache.probeSucceeded(kfc.Name, m.conn, now)
+		r.transition(ctx, kfc, prev, next)
 		return ctrl.Result{RequeueAfter: o.ProbePeriod}
 	}
 
@@ -193,12 +195,18 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 		return ctrl.Result{RequeueAfter: o.ProbePeriod}
 	}
 	failures := m.failures + 1
-	if disconnectNow(reason) || failures >= o.FailureThreshold {
-		if !disconnectNow(reason) {
-			msg = fmt.Sprintf("%d consecutive probes failed, last: %s", failures, msg)
-			reason = ReasonProbeFailed
-		}
+	if disconnectNow(reason) {
 		r.disconnect(ctx, kfc, reason, msg)
+		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, m.fingerprint)}
+	}
+	if failures >= o.FailureThreshold {
+		msg = fmt.Sprintf("%d consecutive probes failed, last: %s", failures, msg)
+		if r.keepUnanswered(ctx, kfc, m, msg, now, failures) {
+			return ctrl.Result{RequeueAfter: o.ProbePeriod}
+		}
+		// Counted as a disconnect when it became unanswered.
+		r.tearDown(ctx, kfc, ReasonProbeFailed,
+			fmt.Sprintf("%s; its watches read nothing for %s, cache torn down", msg, o.SyncStallTimeout), false)
 		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, m.fingerprint)}
 	}
 	ctrl.LoggerFrom(ctx).Info("Member probe failed", "failures", failures, "threshold", o.FailureThreshold, "reason", reason, "error", msg)
@@ -206,12 +214,51 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 	return ctrl.Result{RequeueAfter: o.ProbePeriod}
 }
 
+// keepUnanswered handles a synced member whose probes failed
+// FailureThreshold times: it is not connected from then on (both jobs see
+// it as unreachable, as after a teardown), but its cache is kept as long as
+// its watches read something within SyncStallTimeout. A busy API server
+// queues a one-node probe behind its big lists while the watches still
+// stream; tearing the cache down there meant a relist of every pod on the
+// very server that was too busy to answer (seen at 3 x 2,000 x 10). It
+// reports false when the watches too are silent: the caller tears down.
+func (r *reconciler) keepUnanswered(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, m memberState, msg string, now time.Time, failures int) bool {
+	if !m.synced {
+		return false
+	}
+	progress := syncProgress{at: now, bytes: m.conn.bytesRead()}
+	if m.unanswered {
+		var stalled bool
+		if progress, stalled = m.progress.advanceBytes(progress.bytes, now, r.cache.opts.SyncStallTimeout); stalled {
+			return false
+		}
+	}
+	prev, next, ok := r.cache.setUnanswered(kfc.Name, m.conn, ReasonProbeFailed,
+		msg+"; cache kept while its watches read", now, failures, progress)
+	if !ok {
+		return true // replaced meanwhile: the next pass looks at the new one
+	}
+	if !m.unanswered {
+		metrics.MemberDisconnects.WithLabelValues(kfc.Name, ReasonProbeFailed).Inc()
+	}
+	r.transition(ctx, kfc, prev, next)
+	return true
+}
+
 // disconnect records a not-connected state, tears down the connection if
 // any, and reports the transition.
 func (r *reconciler) disconnect(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, reason, message string) {
+	r.tearDown(ctx, kfc, reason, message, true)
+}
+
+// tearDown is disconnect; count says whether a stopped connection counts
+// in MemberDisconnects.
+func (r *reconciler) tearDown(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, reason, message string, count bool) {
 	prev, next, stopped := r.cache.setDisconnected(kfc.Name, reason, message)
 	if stopped {
-		metrics.MemberDisconnects.WithLabelValues(kfc.Name, reason).Inc()
+		if count {
+			metrics.MemberDisconnects.WithLabelValues(kfc.Name, reason).Inc()
+		}
 		metrics.MemberCacheObjects.DeletePartialMatch(map[string]string{metrics.ClusterLabel: kfc.Name})
 	}
 	r.transition(ctx, kfc, prev, next)

@@ -12,8 +12,13 @@ type memberState struct {
 	token           string      // only to redact messages
 	reason, message string
 	lastProbe       time.Time
-	failures        int  // consecutive failed probes of conn
-	connectedOnce   bool // by this process: before that, nothing is known of the member
+	failures        int // consecutive failed probes of conn
+	// unanswered: conn had synced, then FailureThreshold probes in a row
+	// failed. The member is not connected, but its cache is kept while
+	// its watches still read (probe), so a busy API server that answers
+	// again costs no relist.
+	unanswered    bool
+	connectedOnce bool // by this process: before that, nothing is known of the member
 	// While conn syncs: since when, and its last progress (syncprogress.go).
 	syncStart time.Time
 	progress  syncProgress
@@ -25,7 +30,7 @@ type memberState struct {
 }
 
 // connected is true once a connection's cache has synced.
-func (m *memberState) connected() bool { return m.conn != nil && m.synced }
+func (m *memberState) connected() bool { return m.conn != nil && m.synced && !m.unanswered }
 
 // syncing is true while a connection's cache lists: nothing is known of the
 // member's objects yet.
@@ -140,7 +145,7 @@ func (c *Cache) setDisconnected(cluster, reason, message string) (prev, next con
 	prev = m.snapshot()
 	conn := m.conn
 	m.reason, m.message, m.failures = reason, redact(message, m.token), 0
-	m.conn, m.synced, m.fingerprint, m.token = nil, false, "", ""
+	m.conn, m.synced, m.unanswered, m.fingerprint, m.token = nil, false, false, "", ""
 	next = m.snapshot()
 	c.mu.Unlock()
 	if conn != nil {
@@ -167,13 +172,38 @@ func (c *Cache) forget(cluster string) (known, wasConnected bool) {
 
 // probeSucceeded and probeFailed record a probe of conn; a concurrent
 // teardown or reconnect wins (the probe was of a connection now gone).
-func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time) {
+// probeSucceeded records an answered probe; a member whose probes had gone
+// unanswered is connected again (prev and next say whether it changed).
+func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time) (prev, next connState) {
 	c.update(cluster, conn, func(s *memberState) {
+		prev = s.snapshot()
 		s.lastProbe, s.failures = at, 0
+		if s.unanswered {
+			s.unanswered, s.reason = false, ReasonConnected
+		}
 		if s.synced {
 			s.message = connectedMessage(conn)
 		}
+		next = s.snapshot()
 	})
+	return prev, next
+}
+
+// setUnanswered makes a synced member not connected after its probes
+// failed, keeping conn and its cache; progress is the mark its watches'
+// reads are measured from. ok is false when conn is no longer the
+// member's synced connection.
+func (c *Cache) setUnanswered(cluster string, conn *connection, reason, message string, at time.Time, failures int, progress syncProgress) (prev, next connState, ok bool) {
+	c.update(cluster, conn, func(s *memberState) {
+		if !s.synced {
+			return
+		}
+		prev = s.snapshot()
+		s.unanswered, s.lastProbe, s.failures, s.progress = true, at, failures, progress
+		s.reason, s.message = reason, redact(message, s.token)
+		next, ok = s.snapshot(), true
+	})
+	return prev, next, ok
 }
 
 func (c *Cache) probeFailed(cluster string, conn *connection, at time.Time, failures int) {

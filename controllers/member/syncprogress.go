@@ -108,8 +108,13 @@ type syncProgress struct {
 // has not synced since the last look. It returns the new progress mark and
 // whether the connection has stalled (nothing read for stall).
 func (p syncProgress) advance(st syncStatus, now time.Time, stall time.Duration) (syncProgress, bool) {
-	if st.bytes != p.bytes {
-		return syncProgress{at: now, bytes: st.bytes}, false
+	return p.advanceBytes(st.bytes, now, stall)
+}
+
+// advanceBytes is the same rule for any count of bytes read.
+func (p syncProgress) advanceBytes(bytes int64, now time.Time, stall time.Duration) (syncProgress, bool) {
+	if bytes != p.bytes {
+		return syncProgress{at: now, bytes: bytes}, false
 	}
 	return p, now.Sub(p.at) >= stall
 }

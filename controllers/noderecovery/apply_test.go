@@ -3,6 +3,7 @@ package noderecovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -708,5 +709,41 @@ func TestFinalizerHeldPodIsNotDeletedAgain(t *testing.T) {
 	}
 	if w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-n1"}) {
 		t.Fatal("attachment of the held pod's volume not released")
+	}
+}
+
+// TestMemberEventsPerPassAreCapped: when many nodes are lost at once, the
+// pass acts on every one it can (the fenced n1 is tainted) and writes at
+// most maxNodeEventsPerPass Events to the member, after acting; the policy's
+// decisions still name every node.
+func TestMemberEventsPerPassAreCapped(t *testing.T) {
+	objs := []client.Object{lostNode("n1", t0.Add(-time.Minute)), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), attachment("va-n1", "pv-db-0", "n1", true)}
+	const unfenced = maxNodeEventsPerPass + 10
+	for i := range unfenced {
+		name := fmt.Sprintf("lost-%02d", i)
+		objs = append(objs, lostNode(name, t0.Add(-time.Minute)), claimPod("app-"+name, name, "data-"+name, true),
+			boundClaim("data-"+name, "pv-"+name))
+	}
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(), objs...)
+	w.passLost()
+	if !nodeHasOOSTaint(w.node("n1")) {
+		t.Fatal("the fenced node was not tainted in the pass that also found the others lost")
+	}
+	var events corev1.EventList
+	if err := w.member.List(context.Background(), &events); err != nil {
+		t.Fatal(err)
+	}
+	if len(events.Items) != maxNodeEventsPerPass {
+		t.Fatalf("%d events written to the member, want the cap %d (of %d transitions)", len(events.Items), maxNodeEventsPerPass, unfenced+1)
+	}
+	blocked := 0
+	for _, st := range w.recoveries() {
+		if st.Phase == v1alpha1.RecoveryPhaseBlocked {
+			blocked++
+		}
+	}
+	if blocked != unfenced {
+		t.Fatalf("%d nodes reported Blocked, want every unfenced one (%d)", blocked, unfenced)
 	}
 }

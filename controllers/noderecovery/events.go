@@ -27,9 +27,7 @@ func (r *Reconciler) report(ctx context.Context, v *memberView, n *corev1.Node, 
 	now := r.now()
 	dry := r.dryRun(v)
 	if !r.paused(v) && !dry { // paused or dry run: not even an event is written to the member
-		if err := r.nodeEvent(ctx, v, n, eventType, reason, action, msg, now); err != nil {
-			log.Error(err, "Writing event on member Node failed")
-		}
+		v.nodeEvents = append(v.nodeEvents, r.nodeEvent(v, n, eventType, reason, action, msg, now))
 	}
 	if v.policy == nil {
 		return
@@ -43,9 +41,34 @@ func decision(now time.Time, cluster, object, action, reason, msg string, dry bo
 		Action: action, Reason: reason, Message: policystatus.Truncate(msg, 512), DryRun: dry}
 }
 
-// nodeEvent writes a core/v1 Event about the member Node directly: events
-// are rare (transitions only), so no broadcaster per member is needed.
-func (r *Reconciler) nodeEvent(ctx context.Context, v *memberView, n *corev1.Node, eventType, reason, action, msg string, now time.Time) error {
+// maxNodeEventsPerPass caps the Events one pass writes to a member. They
+// are written after every node has been decided and acted on, one request
+// each behind the member's client rate limit: when a thousand nodes go
+// NotReady at once (seen at 3 x 2,000 x 10 on an overloaded lab), writing
+// them all held the member's pass, and so a taint due on the next one, for
+// tens of seconds. The rest are only logged: the FailoverPolicy's events
+// and decisions still say what happened to each node.
+const maxNodeEventsPerPass = 50
+
+// writeNodeEvents writes the pass's member Events, up to the cap.
+func (r *Reconciler) writeNodeEvents(ctx context.Context, v *memberView) {
+	log := ctrl.LoggerFrom(ctx)
+	for i, ev := range v.nodeEvents {
+		if i == maxNodeEventsPerPass {
+			log.Info("Events on member Nodes not written: more than the cap in one pass",
+				"written", maxNodeEventsPerPass, "skipped", len(v.nodeEvents)-maxNodeEventsPerPass)
+			break
+		}
+		if err := v.client.Create(ctx, ev); err != nil {
+			log.Error(err, "Writing event on member Node failed", "node", ev.InvolvedObject.Name)
+		}
+	}
+	v.nodeEvents = nil
+}
+
+// nodeEvent is a core/v1 Event about the member Node, written directly:
+// events are transitions only, so no broadcaster per member is needed.
+func (r *Reconciler) nodeEvent(v *memberView, n *corev1.Node, eventType, reason, action, msg string, now time.Time) *corev1.Event {
 	ts := metav1.NewTime(now)
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", n.Name, now.UnixNano()), Namespace: metav1.NamespaceDefault},
@@ -58,5 +81,5 @@ func (r *Reconciler) nodeEvent(ctx context.Context, v *memberView, n *corev1.Nod
 		ReportingController: ReportingController,
 		ReportingInstance:   reportingInstance,
 	}
-	return v.client.Create(ctx, ev)
+	return ev
 }

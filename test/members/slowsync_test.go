@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ type podLists struct {
 	// one-node list) gets no answer until it gives up, as on an API server
 	// busy with that list.
 	starveProbes bool
+	// unanswered: the health probe gets no answer while set, whatever the
+	// pod lists do.
+	unanswered atomic.Bool
 
 	mu     sync.Mutex
 	starts []time.Time
@@ -48,7 +52,8 @@ type podLists struct {
 func (p *podLists) wrap() transport.WrapperFunc {
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return wrapped{rt: rt, f: func(req *http.Request) (*http.Response, error) {
-			if p.starveProbes && req.URL.Host == p.host && req.URL.Path == "/api/v1/nodes" && req.URL.Query().Get("limit") == "1" && p.slowing() {
+			isProbe := req.URL.Host == p.host && req.URL.Path == "/api/v1/nodes" && req.URL.Query().Get("limit") == "1"
+			if isProbe && (p.unanswered.Load() || p.starveProbes && p.slowing()) {
 				<-req.Context().Done()
 				return nil, req.Context().Err()
 			}
@@ -327,5 +332,74 @@ func TestStalledFirstListIsRetriedWithBackoff(t *testing.T) {
 	}
 	if n, _ := series(t, mSyncDuration, "stalled"); n != 0 {
 		t.Errorf("%s{cluster=stalled} has %v samples, want none", mSyncDuration, n)
+	}
+}
+
+// A synced member whose probes go unanswered while its watches still read
+// (a busy API server) is not connected, for both jobs a failed member as
+// before, but its cache is kept: when the probes are answered again it is
+// connected with no new list. Once its watches too read nothing for the
+// stall timeout, the cache is torn down and listed again.
+func TestUnansweredProbesKeepTheSyncedCache(t *testing.T) {
+	f := env(t)
+	alpha := f.members["alpha"]
+	lists := &podLists{host: hostOf(t, alpha)}
+	opts := testOptions()
+	opts.SyncStallTimeout = 20 * time.Second
+	opts.WrapTransport = lists.wrap()
+	h := startManager(t, f, opts)
+	ctx := context.Background()
+
+	f.join(t, "alpha", "busy", nil)
+	h.waitState(t, 10*time.Second, "busy", true, member.ReasonConnected)
+
+	// Probes unanswered; a pod created meanwhile keeps the watches reading.
+	lists.unanswered.Store(true)
+	h.waitState(t, 20*time.Second, "busy", false, member.ReasonProbeFailed)
+	if h.cache.Unknown("busy") {
+		t.Error("a synced member whose probes fail counts as unknown, want failed as after a teardown")
+	}
+	if _, err := h.cache.GetReader(ctx, "busy"); !errors.Is(err, member.ErrNotConnected) {
+		t.Errorf("GetReader while probes fail: %v, want ErrNotConnected", err)
+	}
+	if v, _ := series(t, mConnected, "busy"); v != 0 {
+		t.Errorf("%s{cluster=busy} = %v while probes fail", mConnected, v)
+	}
+	makePods(t, alpha, "busy", 1)
+	lists.unanswered.Store(false)
+	h.waitState(t, 10*time.Second, "busy", true, member.ReasonConnected)
+	if n := len(lists.initialLists()); n != 1 {
+		t.Errorf("%d initial pod lists, want 1: the cache was listed again", n)
+	}
+	if n, _ := series(t, mSyncDuration, "busy"); n != 1 {
+		t.Errorf("%s{cluster=busy} has %v samples, want 1", mSyncDuration, n)
+	}
+	if v, _ := series(t, mDisconnect, "busy", "reason", member.ReasonProbeFailed); v != 1 {
+		t.Errorf("%s{reason=ProbeFailed} = %v, want 1", mDisconnect, v)
+	}
+	r, err := h.cache.GetReader(ctx, "busy")
+	must(t, err)
+	eventually(t, 5*time.Second, "the pod created meanwhile cached", func() error {
+		return r.Get(ctx, client.ObjectKey{Namespace: "default", Name: "busy-0"}, &corev1.Pod{})
+	})
+
+	// Probes unanswered and the watches idle past the stall timeout: torn
+	// down, then listed again once the probes are answered.
+	lists.unanswered.Store(true)
+	h.waitState(t, 20*time.Second, "busy", false, member.ReasonProbeFailed)
+	eventually(t, 2*opts.SyncStallTimeout, "torn down", func() error {
+		msg := h.cache.MemberStatuses(ctx, []string{"busy"})[0].Message
+		if !strings.Contains(msg, "cache torn down") {
+			return errorf("message %q", msg)
+		}
+		return nil
+	})
+	lists.unanswered.Store(false)
+	h.waitState(t, 20*time.Second, "busy", true, member.ReasonConnected)
+	if n := len(lists.initialLists()); n != 2 {
+		t.Errorf("%d initial pod lists, want 2 (one after the teardown)", n)
+	}
+	if v, _ := series(t, mDisconnect, "busy", "reason", member.ReasonProbeFailed); v != 2 {
+		t.Errorf("%s{reason=ProbeFailed} = %v, want 2 (one per episode)", mDisconnect, v)
 	}
 }

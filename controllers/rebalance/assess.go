@@ -93,7 +93,7 @@ func probationEnd(prev contract.MemberTimers, spec v1alpha1.RebalanceSpec) time.
 func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
 	var a assessment
 	if obs.Unknown {
-		a.Member = planner.Member{State: planner.Healthy, KubefedReady: true}
+		a.Member = planner.Member{State: planner.Healthy, KubefedReady: true, Unobserved: true}
 		return a
 	}
 	if !obs.Healthy {
@@ -105,7 +105,7 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 		failAt := timeOf(a.Marks.FailingSince).Add(spec.ClusterFailedAfter.Get())
 		if now.Before(failAt) {
 			// Not failed yet: it keeps what it holds (no room, nothing known).
-			a.Member = planner.Member{State: planner.Healthy, KubefedReady: obs.KubefedReady}
+			a.Member = planner.Member{State: planner.Healthy, KubefedReady: obs.KubefedReady, Unobserved: true}
 			a.RequeueAt = failAt
 			return a
 		}

@@ -105,3 +105,14 @@ func (p *planning) moveOffUnconfirmed() Result {
 	}
 	return p.result(p.ideal, p.total, ReasonMemberUnreachable)
 }
+
+// unobservedHold: a member fedfailover's own view says nothing about yet
+// holds replicas. Its room is unknown, not none.
+func (p *planning) unobservedHold() bool {
+	for _, n := range p.names {
+		if p.member(n).Unobserved && p.current[n] > 0 {
+			return true
+		}
+	}
+	return false
+}

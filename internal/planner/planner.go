@@ -43,6 +43,11 @@ type Member struct {
 	// Backoff is the member's failback backoff level: its failback waits
 	// the stabilization window doubled Backoff times (capped).
 	Backoff int
+	// Unobserved: fedfailover's own view says nothing about the member yet
+	// (its cache still syncing, or unreadable and not failed yet). It
+	// keeps what it holds, and the federation guard counts that as
+	// runnable: kubefed keeps it there.
+	Unobserved bool
 }
 
 // Input is everything one planning decision depends on.
@@ -88,6 +93,11 @@ const (
 	// ReasonNoCapacityAnywhere: the plan would leave no replica runnable;
 	// what kubefed has is kept.
 	ReasonNoCapacityAnywhere = "NoCapacityAnywhere"
+	// ReasonMembersUnobserved: no room is known, but members fedfailover
+	// cannot see yet hold replicas: what kubefed has is kept, and that is
+	// no suspension (every RSP read NoCapacityAnywhere while the members'
+	// caches synced at startup).
+	ReasonMembersUnobserved = "MembersUnobserved"
 	// ReasonMemberUnreachable: replicas leave members that only fedfailover
 	// sees failed (kubefed reports them Ready), as far as room elsewhere goes.
 	ReasonMemberUnreachable = "MemberUnreachable"
@@ -139,6 +149,9 @@ func Plan(in Input) Result {
 		return p.keep(ReasonTooManyMembersFailed, time.Time{})
 	}
 	if p.total > 0 && p.runnable(p.ideal) == 0 {
+		if p.unobservedHold() {
+			return p.keep(ReasonMembersUnobserved, time.Time{})
+		}
 		return p.keep(ReasonNoCapacityAnywhere, time.Time{})
 	}
 	switch {

@@ -47,6 +47,9 @@ func recovering(running, fits int64, since time.Duration) Member {
 
 func failed() Member { return Member{State: Failed} }
 
+// unobserved is a member whose cache has not synced yet.
+func unobserved() Member { return Member{State: Healthy, KubefedReady: true, Unobserved: true} }
+
 // unreachable is failed to fedfailover while kubefed reports it Ready.
 func unreachable() Member { return Member{State: Failed, KubefedReady: true} }
 
@@ -137,6 +140,14 @@ func TestPlan(t *testing.T) {
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
 				Members: map[string]Member{"a": failed(), "b": failed(), "c": healthy(3, 20)}},
 			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "every member unobserved (caches syncing): kept, and no suspension",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
+				Members: map[string]Member{"a": unobserved(), "b": unobserved(), "c": unobserved()}},
+			wantReason: ReasonMembersUnobserved, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "no room anywhere, one member unobserved: kept, and no suspension",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
+				Members: map[string]Member{"a": unobserved(), "b": healthy(0, 0), "c": healthy(0, 0)}},
+			wantReason: ReasonMembersUnobserved, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
 		{name: "every member failed, guard off: still never a placement nothing can run",
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9, Spec: guardOff(),
 				Members: map[string]Member{"a": failed(), "b": failed(), "c": failed()}},

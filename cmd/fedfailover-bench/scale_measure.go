@@ -68,12 +68,18 @@ type scLatency struct {
 	Basis   string    `json:"basis,omitempty"`
 	Samples []float64 `json:"samples_seconds"`
 	Missing int       `json:"missing"`
-	P50     float64   `json:"p50_seconds"`
-	P99     float64   `json:"p99_seconds"`
+	// P50 and P99 are null without samples (not a number to mistake for one).
+	P50 *float64 `json:"p50_seconds"`
+	P99 *float64 `json:"p99_seconds"`
 }
 
 func latency(xs []float64, missing int) *scLatency {
-	return &scLatency{Samples: xs, Missing: missing, P50: round3(bench.Percentile(xs, 50)), P99: round3(bench.Percentile(xs, 99))}
+	l := &scLatency{Samples: xs, Missing: missing}
+	if len(xs) > 0 {
+		p50, p99 := round3(bench.Percentile(xs, 50)), round3(bench.Percentile(xs, 99))
+		l.P50, l.P99 = &p50, &p99
+	}
+	return l
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }

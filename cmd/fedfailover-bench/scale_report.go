@@ -21,11 +21,11 @@ func scVerdict(applies, ok bool) string {
 	return "MISS"
 }
 
-func scSeconds(l *scLatency, p func(*scLatency) float64) string {
-	if l == nil || len(l.Samples) == 0 {
+func scSeconds(l *scLatency, p func(*scLatency) *float64) string {
+	if l == nil || p(l) == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.3f", p(l))
+	return fmt.Sprintf("%.3f", *p(l))
 }
 
 // scTargets evaluates the targets. RSS applies at the goal size
@@ -33,7 +33,7 @@ func scSeconds(l *scLatency, p func(*scLatency) float64) string {
 func scTargets(r *scResult) map[string]string {
 	goalSized := r.PodsTotal >= 60000
 	decided := func(l *scLatency) bool {
-		return l != nil && len(l.Samples) > 0 && l.Missing == 0 && l.P99 <= scTargetDecisionS
+		return l != nil && len(l.Samples) > 0 && l.Missing == 0 && l.P99 != nil && *l.P99 <= scTargetDecisionS
 	}
 	rss := math.Max(r.RSSAfterSyncMB, r.RSSAfterSteadyMB)
 	return map[string]string{
@@ -63,10 +63,10 @@ func (b *scBench) report(r *scResult) error {
 		{fmt.Sprintf("idle CPU over %.0fs (%% of one core)", r.SteadySeconds), fmt.Sprintf("%.2f", r.CPUPercent), "-", "<= 2", t["cpu"]},
 		{"writes/s to members (steady)", fmt.Sprintf("%.3f", r.MemberWrites), "-", "0", t["member_writes"]},
 		{"writes/s to host without leader election (steady)", fmt.Sprintf("%.3f", r.HostOtherWrites), "-", "0", t["host_writes"]},
-		{"loss rule true (first seen not Ready + notReadyFor, or evidence) -> taint (s)", scSeconds(r.Taint, func(l *scLatency) float64 { return l.P50 }),
-			scSeconds(r.Taint, func(l *scLatency) float64 { return l.P99 }), "p99 <= 1", t["taint"]},
-		{"exhaustion rule true (Unschedulable transition + capacityExhaustedAfter) -> RSP shift (s)", scSeconds(r.Shift, func(l *scLatency) float64 { return l.P50 }),
-			scSeconds(r.Shift, func(l *scLatency) float64 { return l.P99 }), "p99 <= 1", t["shift"]},
+		{"loss rule true (first seen not Ready + notReadyFor, or evidence) -> taint (s)", scSeconds(r.Taint, func(l *scLatency) *float64 { return l.P50 }),
+			scSeconds(r.Taint, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["taint"]},
+		{"exhaustion rule true (Unschedulable transition + capacityExhaustedAfter) -> RSP shift (s)", scSeconds(r.Shift, func(l *scLatency) *float64 { return l.P50 }),
+			scSeconds(r.Shift, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["shift"]},
 	}
 	if err := bench.Table(out, []string{"FIGURE", "VALUE (P50)", "P99", "TARGET", "RESULT"}, rows); err != nil {
 		return err

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +22,7 @@ func TestLabNodesPerMemberKeepsOneOn(t *testing.T) {
 
 func TestScaleTargets(t *testing.T) {
 	r := &scResult{PodsTotal: 60000, RSSAfterSyncMB: 250, RSSAfterSteadyMB: 310, CPUPercent: 1.5,
-		Taint: &scLatency{Samples: []float64{0.2, 0.9}, P99: 0.9}, Shift: &scLatency{Samples: []float64{0.5}, P99: 0.5, Missing: 1}}
+		Taint: latency([]float64{0.2, 0.9}, 0), Shift: latency([]float64{0.5}, 1)}
 	got := scTargets(r)
 	want := map[string]string{"rss": "MISS", "cpu": "PASS", "member_writes": "PASS", "host_writes": "PASS", "taint": "PASS", "shift": "MISS"}
 	for k, v := range want {
@@ -33,6 +35,25 @@ func TestScaleTargets(t *testing.T) {
 	if got["rss"] != "-" || got["host_writes"] != "MISS" || got["member_writes"] != "PASS" {
 		t.Errorf("small size: rss %s (want -: the target is for the goal size), host writes %s (want MISS), member writes %s (want PASS)",
 			got["rss"], got["host_writes"], got["member_writes"])
+	}
+}
+
+// A latency without samples is null in the JSON, not a number: a goal run
+// with no taint wrote p50 and p99 as -9223372036854776.
+func TestLatencyWithoutSamplesIsNull(t *testing.T) {
+	b, err := json.Marshal(latency(nil, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"p50_seconds":null,"p99_seconds":null`; !strings.Contains(string(b), want) {
+		t.Errorf("JSON %s, want %s", b, want)
+	}
+	if got := scTargets(&scResult{Taint: latency(nil, 10)})["taint"]; got != "MISS" {
+		t.Errorf("taint without samples: %s, want MISS", got)
+	}
+	b, _ = json.Marshal(latency([]float64{0.25, 0.5}, 0))
+	if want := `"p50_seconds":0.25,"p99_seconds":0.5`; !strings.Contains(string(b), want) {
+		t.Errorf("JSON %s, want %s", b, want)
 	}
 }
 

@@ -106,7 +106,8 @@ loopback port) as its own process and measures:
                 it over-stated the taint latency by up to 1 s)
 Targets: RSS <= 300 MB at 3 x 2,000 x 10; idle CPU <= 2 % of a core; 0 writes at
 steady state; decision p99 <= 1 s. Heap and CPU profiles of the manager are
-saved to --profile-dir and their top entries printed.`,
+saved to --profile-dir and their top entries printed; the manager's log is kept
+there too (<size>-manager.log).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.resolve(cmd); err != nil {
 				return err

@@ -121,10 +121,21 @@ func (b *scBench) startManager() (*scManager, error) {
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", pm[1]),
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pm[2]),
 	}
-	p, err := managerproc.Start(managerproc.Options{Bin: bin, Args: args, Log: filepath.Join(b.o.dir, "manager.log")})
+	// The log goes next to the profiles: the lab's folder is deleted at the
+	// end, and the log is what explains a figure.
+	logDir, err := filepath.Abs(b.o.profileDir)
+	if err == nil {
+		err = os.MkdirAll(logDir, 0o755)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the manager's log folder: %w", err)
+	}
+	logPath := filepath.Join(logDir, b.o.size+"-manager.log")
+	p, err := managerproc.Start(managerproc.Options{Bin: bin, Args: args, Log: logPath})
 	if err != nil {
 		return nil, err
 	}
+	b.progress("manager log: %s", logPath)
 	return &scManager{p: p, bin: bin,
 		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", pm[0]),
 		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", pm[2])}, nil

@@ -202,7 +202,9 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 	b.l, err = lab.Up(ctx, lab.Options{
 		Dir: filepath.Join(o.dir, "lab"), Members: o.members, Nodes: labNodes,
 		NodeCPU: scNodeCPU, NodePods: scNodePods, NodeMonitorGracePeriod: scGrace,
-		Logf: func(string, ...any) {},
+		// Many control planes share the machine's cores while they start.
+		StartTimeout: 3 * time.Minute,
+		Logf:         func(string, ...any) {},
 	})
 	if err != nil {
 		return err

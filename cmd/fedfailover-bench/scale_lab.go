@@ -32,9 +32,14 @@ func (b *scBench) progress(format string, args ...any) {
 }
 
 // populate creates the federated Deployments and the policy first (kubefed
-// propagates them while the members fill), fills every member in parallel
-// (one API server each), and waits, within --populate-wait, until the pods
+// propagates them while the members fill), fills up to scFillAtOnce members
+// in parallel (one API server each), and waits, within --populate-wait, until the pods
 // run. A lab that lags is measured as it is: the counts are reported.
+// scFillAtOnce members are filled at a time: the goal size's three all at
+// once; twenty at once (32 writers each) overloaded the machine until member
+// API servers timed creates out.
+const scFillAtOnce = 3
+
 func (b *scBench) populate(ctx context.Context, r *scResult) (err error) {
 	if b.hostCfg, b.host, err = labHost(b.l); err != nil {
 		return err
@@ -53,10 +58,13 @@ func (b *scBench) populate(ctx context.Context, r *scResult) (err error) {
 	b.progress("adding %d bulk nodes x %d pods (1 in %d with an RWO volume) to each member", b.o.nodes, b.o.podsPerNode, scVolumeEvery)
 	var wg sync.WaitGroup
 	errs := make([]error, b.o.members)
+	slots := make(chan struct{}, scFillAtOnce)
 	for i, m := range b.l.Members() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			errs[i] = b.populateMember(ctx, m)
 		}()
 	}

@@ -177,9 +177,26 @@ func NodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
+// createIgnoreExists creates obj; one that exists already is kept.
+// A create the API server timed out or throttled is tried again, up to
+// five times with a doubling pause: a loaded lab (twenty members filled at
+// once) answers some creates late, and the object may well exist already.
 func createIgnoreExists(ctx context.Context, cl client.Client, obj client.Object) error {
-	if err := cl.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	pause := time.Second
+	for attempt := 1; ; attempt++ {
+		err := cl.Create(ctx, obj)
+		switch {
+		case err == nil || apierrors.IsAlreadyExists(err):
+			return nil
+		case attempt == 5 || !(apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)):
+			return err
+		}
+		obj.SetResourceVersion("")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause *= 2
 	}
-	return nil
 }

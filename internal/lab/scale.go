@@ -167,7 +167,7 @@ func (l *Lab) CreateScalePods(ctx context.Context, cluster, ns string, nodes []s
 			}}}
 			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		}
-		if err := cl.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := createIgnoreExists(ctx, cl, pod); err != nil {
 			return fmt.Errorf("create pod %s: %w", pod.Name, err)
 		}
 		return nil

@@ -126,7 +126,8 @@ func (c *Cache) GetClient(_ context.Context, cluster string) (client.Client, err
 }
 
 // GetReader returns the member's cache as a reader; it fails for kinds it
-// does not cache.
+// does not cache. A pass over every object of a cached kind visits them
+// (VisitCached) instead of listing copies.
 func (c *Cache) GetReader(_ context.Context, cluster string) (client.Reader, error) {
 	conn, err := c.conn(cluster)
 	if err != nil {
@@ -309,18 +310,18 @@ func (c *Cache) MemberStatuses(ctx context.Context, names []string) []v1alpha1.M
 }
 
 func countNodes(ctx context.Context, conn *connection) (ready, total int32) {
-	var nodes corev1.NodeList
 	// Read-only use: no need to copy thousands of Nodes.
-	if err := conn.cache.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+	err := VisitCached(ctx, conn.cache, "", func(n *corev1.Node) {
+		total++
+		if nodecond.IsReady(n) {
+			ready++
+		}
+	})
+	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Counting member nodes failed", "error", err.Error())
 		return 0, 0
 	}
-	for i := range nodes.Items {
-		if nodecond.IsReady(&nodes.Items[i]) {
-			ready++
-		}
-	}
-	return ready, int32(len(nodes.Items))
+	return ready, total
 }
 
 // setCacheMetrics publishes the object counts of a connection.

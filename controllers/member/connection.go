@@ -34,14 +34,16 @@ type cachedKind struct {
 	name      string
 	obj       client.Object
 	transform toolscache.TransformFunc
+	newList   func() client.ObjectList
 }
 
 func cachedKinds() []cachedKind {
 	return []cachedKind{
-		{"Node", &corev1.Node{}, transformNode},
-		{"Pod", &corev1.Pod{}, transformPod},
-		{"VolumeAttachment", &storagev1.VolumeAttachment{}, transformVolumeAttachment},
-		{"CSIDriver", &storagev1.CSIDriver{}, transformMeta},
+		{"Node", &corev1.Node{}, transformNode, func() client.ObjectList { return &corev1.NodeList{} }},
+		{"Pod", &corev1.Pod{}, transformPod, func() client.ObjectList { return &corev1.PodList{} }},
+		{"VolumeAttachment", &storagev1.VolumeAttachment{}, transformVolumeAttachment,
+			func() client.ObjectList { return &storagev1.VolumeAttachmentList{} }},
+		{"CSIDriver", &storagev1.CSIDriver{}, transformMeta, func() client.ObjectList { return &storagev1.CSIDriverList{} }},
 	}
 }
 
@@ -174,7 +176,7 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		return nil, fmt.Errorf("creating cached client: %w", err)
 	}
 	// Every write to the member, from either client, goes through the fence.
-	c.client, c.uncached = fence.fenced(cached), fence.fenced(live)
+	c.client, c.uncached = memberClient{WithWatch: fence.fenced(cached), cache: c.cache}, fence.fenced(live)
 
 	// The cache outlives this reconcile: it stops in stop().
 	cacheCtx, cacheCancel := context.WithCancel(context.Background())

@@ -17,8 +17,8 @@ import (
 // Cached objects also share values with each other (sharedValues, in
 // intern.go):
 // like everything in an informer cache they are read-only. Readers that
-// list with UnsafeDisableDeepCopy, and event handlers, must never modify
-// them.
+// list with UnsafeDisableDeepCopy or visit with VisitCached, and event
+// handlers, must never modify them.
 
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 

@@ -52,10 +52,13 @@ func (r *Reconciler) closeDeleted(ctx context.Context, v *memberView) error {
 // can write those annotations, so the record made from them is marked
 // Migrated: it shows what was done and tracks the claims, but never makes
 // fedfailover remove a taint, and, like every record, never authorizes a
-// destructive write (each needs a fencing verdict from live reads).
-func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node) error {
+// destructive write (each needs a fencing verdict from live reads). It
+// returns the Node the pass goes on with: n itself, or, once the annotations
+// are removed, a copy of n without them (n is the cache's own: never
+// modified).
+func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node) (*corev1.Node, error) {
 	if !contract.HasNodeMarks(n.Annotations) || r.paused(v) || r.dryRun(v) {
-		return nil
+		return n, nil
 	}
 	marks, _ := contract.DecodeNodeMarks(n.Annotations)
 	if cond := nodecond.Ready(n); v.records[n.Name] == nil && marks.Acted() && cond != nil && !nodecond.IsReady(n) && v.policy != nil {
@@ -66,10 +69,10 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 				ProviderID: n.Spec.ProviderID, Policy: v.policy.Name, LostSince: metaTimePtr(marks.LostSince)},
 		}
 		if err := ensureFinalizer(ctx, r.host, v.policy); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.createRecord(ctx, rec); err != nil {
-			return err
+			return nil, err
 		}
 		now := r.now()
 		if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
@@ -79,7 +82,7 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 			st.ReadyStatus, st.ReadySince = string(cond.Status), metaTimePtr(cond.LastTransitionTime.Time)
 			st.Message = "made from the node annotations of an older fedfailover; its taint, if any, is left to its owner"
 		}); err != nil {
-			return err
+			return nil, err
 		}
 		v.records[n.Name] = rec
 	}
@@ -88,10 +91,11 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 		delete(upd.Annotations, k)
 	}
 	if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("removing old recovery annotations from node: %w", err)
+		return nil, fmt.Errorf("removing old recovery annotations from node: %w", err)
 	}
-	n.Annotations = upd.Annotations
-	return nil
+	migrated := *n
+	migrated.Annotations = upd.Annotations
+	return &migrated, nil
 }
 
 // reportUnreachable publishes, for a member that cannot be reached, the

@@ -157,8 +157,8 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool
 		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
 		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
 	}
-	mine := ownedPods(pods.Items, ns, owner)
-	est := usage.Fit(nodes.Items, w.spec)
+	mine := ownedPods(pods, ns, owner)
+	est := usage.Fit(nodes, w.spec)
 	for name, q := range est.Free {
 		v := float64(q.Value())
 		if name == corev1.ResourceCPU {
@@ -180,9 +180,11 @@ func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload
 }
 
 // readMember reads, from the member's cache, its Nodes, the Pods of
-// namespace ns and what all its pods take per node. Read-only use: no deep
-// copies of every Pod and Node.
-func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) (*corev1.NodeList, *corev1.PodList, *capacity.Usage, error) {
+// namespace ns and what all its pods take per node. The Nodes and Pods are
+// the cache's own (member.VisitCached), for reading during this pass only:
+// with many RSPs planned at once, a copy of every Node per pass was most of
+// the heap.
+func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) ([]*corev1.Node, []*corev1.Pod, *capacity.Usage, error) {
 	rd, err := r.members.GetReader(ctx, cluster)
 	if err != nil {
 		return nil, nil, nil, err
@@ -191,15 +193,15 @@ func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) (*corev
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var nodes corev1.NodeList
-	var pods corev1.PodList
-	if err := rd.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+	var nodes []*corev1.Node
+	var pods []*corev1.Pod
+	if err := member.VisitCached(ctx, rd, "", func(n *corev1.Node) { nodes = append(nodes, n) }); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if err := rd.List(ctx, &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := member.VisitCached(ctx, rd, ns, func(p *corev1.Pod) { pods = append(pods, p) }); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
-	return &nodes, &pods, usage, nil
+	return nodes, pods, usage, nil
 }
 
 // sortedKeys returns a map's keys in order, so every pass is deterministic.

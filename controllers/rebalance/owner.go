@@ -72,14 +72,14 @@ func currentReplicaSet(d *appsv1.Deployment, sets []appsv1.ReplicaSet) *appsv1.R
 	return nil
 }
 
-// ownedPods keeps the pods in ns whose controller has the given UID.
-func ownedPods(pods []corev1.Pod, ns string, owner types.UID) []corev1.Pod {
+// ownedPods copies the pods in ns whose controller has the given UID.
+func ownedPods(pods []*corev1.Pod, ns string, owner types.UID) []corev1.Pod {
 	if owner == "" {
 		return nil
 	}
 	var out []corev1.Pod
-	for i := range pods {
-		if p := &pods[i]; p.Namespace == ns && controlledBy(p.OwnerReferences, owner) {
+	for _, p := range pods {
+		if p.Namespace == ns && controlledBy(p.OwnerReferences, owner) {
 			out = append(out, *p)
 		}
 	}

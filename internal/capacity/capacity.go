@@ -27,18 +27,21 @@ type Estimate struct {
 // pods already bound to them. Pods that are Succeeded or Failed hold no
 // resources; terminating pods still do, as for the scheduler.
 func Fit(nodes []corev1.Node, pods []corev1.Pod, spec *corev1.PodSpec) Estimate {
-	return fit(nodes, boundPods(pods), spec)
+	ptrs := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		ptrs[i] = &nodes[i]
+	}
+	return fit(ptrs, boundPods(pods), spec)
 }
 
 // fit is Fit with the pods already summed per node.
-func fit(nodes []corev1.Node, byNode map[string]*nodeUsage, spec *corev1.PodSpec) Estimate {
+func fit(nodes []*corev1.Node, byNode map[string]*nodeUsage, spec *corev1.PodSpec) Estimate {
 	if spec == nil {
 		spec = &corev1.PodSpec{}
 	}
 	want := PodRequests(spec)
 	est := Estimate{Free: corev1.ResourceList{}, Ineligible: map[string]int{}}
-	for i := range nodes {
-		node := &nodes[i]
+	for _, node := range nodes {
 		if ok, why := Eligible(node, spec); !ok {
 			est.Ineligible[why]++
 			continue

@@ -59,8 +59,10 @@ func (u *Usage) removeLocked(p *corev1.Pod) {
 	}
 }
 
-// Fit is the package's Fit with the pods this Usage has counted.
-func (u *Usage) Fit(nodes []corev1.Node, spec *corev1.PodSpec) Estimate {
+// Fit is the package's Fit with the pods this Usage has counted. It takes
+// the Nodes by pointer, so a caller can pass a member cache's own Nodes
+// without copying them.
+func (u *Usage) Fit(nodes []*corev1.Node, spec *corev1.PodSpec) Estimate {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
 	return fit(nodes, u.byNode, spec)

@@ -45,7 +45,7 @@ func TestUsageAgreesWithFit(t *testing.T) {
 			for _, p := range pods {
 				list = append(list, p)
 			}
-			got, exp := u.Fit(nodes, want), Fit(nodes, list, want)
+			got, exp := u.Fit(pointersTo(nodes), want), Fit(nodes, list, want)
 			if got.Replicas != exp.Replicas || got.EligibleNodes != exp.EligibleNodes || !sameFree(got.Free, exp.Free) {
 				t.Fatalf("seed %d step %d: Usage %d replicas, free %v; Fit %d, free %v", seed, step, got.Replicas, got.Free, exp.Replicas, exp.Free)
 			}
@@ -69,6 +69,14 @@ func TestUsageForgetsANodeWhosePodsWent(t *testing.T) {
 	if len(u.byNode) != 0 {
 		t.Fatalf("usage on %d nodes after the pod went, want 0", len(u.byNode))
 	}
+}
+
+func pointersTo(nodes []corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		out[i] = &nodes[i]
+	}
+	return out
 }
 
 func sameFree(a, b corev1.ResourceList) bool {
@@ -114,9 +122,10 @@ func BenchmarkUsageFitGoalMember(b *testing.B) {
 	for i := range pods {
 		u.Add(&pods[i])
 	}
+	ptrs := pointersTo(nodes)
 	spec := template("200m", "256Mi")
 	b.ReportAllocs()
 	for b.Loop() {
-		u.Fit(nodes, spec)
+		u.Fit(ptrs, spec)
 	}
 }

@@ -68,7 +68,11 @@ func TestPodUsageFollowsTheMember(t *testing.T) {
 			if err := rd.List(ctx, &pods); err != nil {
 				return err
 			}
-			kept, walked := usage.Fit(nodes.Items, spec), capacity.Fit(nodes.Items, pods.Items, spec)
+			ptrs := make([]*corev1.Node, len(nodes.Items))
+			for i := range nodes.Items {
+				ptrs[i] = &nodes.Items[i]
+			}
+			kept, walked := usage.Fit(ptrs, spec), capacity.Fit(nodes.Items, pods.Items, spec)
 			if kept.Replicas != want || walked.Replicas != want {
 				return errorf("kept sums fit %d, walking the cache fits %d, want %d (%d nodes, ineligible %v, free %v)", kept.Replicas, walked.Replicas, want, len(nodes.Items), walked.Ineligible, walked.Free)
 			}

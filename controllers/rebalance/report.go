@@ -208,6 +208,9 @@ func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp
 	r.mu.Lock()
 	first := mem.held != msg
 	mem.held = msg
+	// Nothing is observed while held: the onsets start again from the
+	// first pass after it.
+	mem.seen = nil
 	r.mu.Unlock()
 	if first {
 		r.report(ctx, pol, rsp, "", reason, ActionHold, msg, pol.Spec.DryRun)

@@ -177,9 +177,10 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	})
 	t.Run("plan", func(t *testing.T) {
 		out := mustRun(t, "plan", "--fail", "member1", kc)
-		// member2 is down too: moving member1's replicas there would leave
-		// none runnable, so the plan keeps what kubefed has.
-		wantLines(t, out, "What if member1 fails", "demo/web   member1   Failed    4          4         =        No      NoCapacityAnywhere")
+		// member2 is down too (failing, not failed yet: no onset recorded):
+		// with member1 failed that is both members, and the federation
+		// guard keeps what kubefed has.
+		wantLines(t, out, "What if member1 fails", "demo/web   member1   Failed    4          4         =        No      TooManyMembersFailed")
 		out = mustRun(t, "plan", "--full", "member1", "-o", "wide", kc)
 		wantLines(t, out, "What if member1 is full", "PLANNED-PREFS")
 		assertRSPUnchanged(t, h.c)

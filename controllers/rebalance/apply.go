@@ -63,9 +63,26 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 		return err
 	}
 	if res.Changed {
+		r.sawFailback(mem, m, res.FailedBack)
 		r.reportPlan(ctx, pol, rsp, res, false)
 	}
 	return nil
+}
+
+// sawFailback keeps the failbacks just written among this process's own
+// sightings: their probation does not depend on the annotation keeping
+// them.
+func (r *Reconciler) sawFailback(mem *memory, m *contract.RebalanceState, members []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range members {
+		if mem.seen == nil {
+			mem.seen = map[string]contract.MemberTimers{}
+		}
+		t := mem.seen[n]
+		t.LastFailback = m.Members[n].LastFailback
+		mem.seen[n] = t
+	}
 }
 
 // release gives the RSP back to the user: the baseline (or the user's own

@@ -104,8 +104,9 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 		a.Marks = contract.MemberTimers{FailingSince: timePtr(since)}
 		failAt := timeOf(a.Marks.FailingSince).Add(spec.ClusterFailedAfter.Get())
 		if now.Before(failAt) {
-			// Not failed yet: it keeps what it holds (no room, nothing known).
-			a.Member = planner.Member{State: planner.Healthy, KubefedReady: obs.KubefedReady, Unobserved: true}
+			// Not failed yet: it keeps what it holds (no room, nothing
+			// known), and the federation guard counts it as failing.
+			a.Member = planner.Member{State: planner.Healthy, KubefedReady: obs.KubefedReady, Unobserved: true, Failing: true}
 			a.RequeueAt = failAt
 			return a
 		}

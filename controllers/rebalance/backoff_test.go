@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -79,12 +80,23 @@ func TestExhaustedRightAfterFailbackBacksOff(t *testing.T) {
 	fm.add(t, "member2", append(deploy(), readyNode("n2", 20))...)
 	r.members = fm
 
+	// The recorded room onset (an hour ago) is not this process's own
+	// sighting: the stabilization window counts from its first pass.
+	passAt(t, r, key, t0.Add(-spec.Failback.StabilizationWindow.Get()))
 	passAt(t, r, key, t0) // failback step toward 3:3
 	m := recordedState(t, c, key)
 	if m.Members["member2"].LastFailback == nil {
 		t.Fatalf("no probation recorded for member2 after the failback: %+v (plan %+v)", m.Members, specOf(t, c, key).Spec)
 	}
 	drain(rec.Events)
+	// The probation is what this process did: an annotation edited to drop
+	// it (by anyone who can write the RSP) does not end it.
+	m.Members["member2"] = contract.MemberTimers{RoomSince: m.Members["member2"].RoomSince}
+	rsp = specOf(t, c, key)
+	rsp.Annotations[contract.AnnotationRebalance] = m.Encode()
+	if err := c.Update(t.Context(), rsp); err != nil {
+		t.Fatal(err)
+	}
 
 	// member2's new pods cannot be scheduled: its room was overestimated.
 	full := noMembers(t)
@@ -136,4 +148,162 @@ func recordedState(t *testing.T, c client.Client, key types.NamespacedName) *con
 		t.Fatalf("state %v, %v", m, err)
 	}
 	return m
+}
+
+// The onsets in the RSP's annotation are a record, never authority: anyone
+// who can write the RSP (or a restore from an old backup) can set them. A
+// member failing, Unschedulable or with room since long ago by the
+// annotation waits clusterFailedAfter, capacityExhaustedAfter or the
+// stabilization window from this process's own first sighting, like a
+// restarted process.
+func TestRecordedOnsetsDoNotShortenAWait(t *testing.T) {
+	spec := testSpec() // failed after 10s, exhausted after 5s, window 20s
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "osc"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
+	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
+	six, zero := int64(6), int64(0)
+	shifted := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+		"member1": {MinReplicas: 6, MaxReplicas: &six, Weight: 6}, "member2": {MaxReplicas: &zero}}}
+	long := timePtr(t0.Add(-time.Hour))
+	deploy := func() []client.Object {
+		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
+			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}
+	}
+	cases := []struct {
+		name  string
+		marks contract.MemberTimers
+		// from is the RSP's placement before the passes.
+		from contract.Placement
+		// member2 as the passes see it
+		members func(t *testing.T) *fakeMembers
+		wait    time.Duration
+	}{
+		{name: "failing since an hour ago", marks: contract.MemberTimers{FailingSince: long}, from: user,
+			members: func(t *testing.T) *fakeMembers {
+				fm := noMembers(t)
+				fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
+				fm.add(t, "member2", deploy()...)
+				fm.down["member2"] = true
+				return fm
+			}, wait: spec.ClusterFailedAfter.Get()},
+		{name: "Unschedulable since an hour ago", marks: contract.MemberTimers{UnschedulableSince: microPtr(t0.Add(-time.Hour))}, from: user,
+			members: func(t *testing.T) *fakeMembers {
+				fm := noMembers(t)
+				fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
+				fm.add(t, "member2", append(deploy(), podOf("p1", "rs-1", false))...)
+				return fm
+			}, wait: spec.CapacityExhaustedAfter.Get()},
+		{name: "room since an hour ago", marks: contract.MemberTimers{RoomSince: long}, from: shifted,
+			members: func(t *testing.T) *fakeMembers {
+				fm := noMembers(t)
+				fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
+				fm.add(t, "member2", append(deploy(), readyNode("n2", 20))...)
+				return fm
+			}, wait: spec.Failback.StabilizationWindow.Get()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			state := &contract.RebalanceState{Policy: "osc", Baseline: user, Applied: &tc.from, LastChange: long,
+				Members: map[string]contract.MemberTimers{"member2": tc.marks}}
+			r, c, _, key := rspWithAnnotation(t, state.Encode(), pol)
+			rsp := specOf(t, c, key)
+			rsp.Spec.Clusters = tc.from.Clusters
+			if err := c.Update(t.Context(), rsp); err != nil {
+				t.Fatal(err)
+			}
+			r.members = tc.members(t)
+			passAt(t, r, key, t0)
+			if got := specOf(t, c, key).Spec.Clusters; !reflect.DeepEqual(got, tc.from.Clusters) {
+				t.Fatalf("first pass changed the RSP on the recorded onset alone: %v", got)
+			}
+			passAt(t, r, key, t0.Add(tc.wait-time.Second))
+			if got := specOf(t, c, key).Spec.Clusters; !reflect.DeepEqual(got, tc.from.Clusters) {
+				t.Fatalf("changed %s after the first sighting, before the whole wait (%s): %v", tc.wait-time.Second, tc.wait, got)
+			}
+			passAt(t, r, key, t0.Add(tc.wait+time.Second))
+			if got := specOf(t, c, key).Spec.Clusters; reflect.DeepEqual(got, tc.from.Clusters) {
+				t.Fatalf("not changed once the wait passed since this process's first sighting: %v", got)
+			}
+		})
+	}
+}
+
+// A hold (policy paused, or its selectors unusable) clears the process's
+// sightings: nothing is observed meanwhile, so a member seen failing
+// before the hold waits clusterFailedAfter again from the first pass
+// after it, whatever the annotation still records.
+func TestHoldClearsSightings(t *testing.T) {
+	spec := testSpec() // failed after 10s
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "held"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
+	r, c, _, key := rspWithAnnotation(t, "", pol)
+	user := specOf(t, c, key).Spec.Clusters
+	deploy := func() []client.Object {
+		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
+			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}
+	}
+	fm := noMembers(t)
+	fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
+	fm.add(t, "member2", deploy()...)
+	fm.down["member2"] = true
+	r.members = fm
+	pause := func(paused bool) {
+		t.Helper()
+		got := &v1alpha1.FailoverPolicy{}
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(pol), got); err != nil {
+			t.Fatal(err)
+		}
+		got.Spec.Paused = paused
+		if err := c.Update(t.Context(), got); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	passAt(t, r, key, t0) // member2 failing, first seen
+	if m := recordedState(t, c, key); !timeOf(m.Members["member2"].FailingSince).Equal(t0) {
+		t.Fatalf("member2 timers %+v, want failing since t0", m.Members["member2"])
+	}
+	pause(true)
+	passAt(t, r, key, t0.Add(5*time.Second)) // held
+	pause(false)
+	passAt(t, r, key, t0.Add(11*time.Second)) // past t0+clusterFailedAfter: a sighting from before the hold would fail it
+	if got := specOf(t, c, key).Spec.Clusters; !reflect.DeepEqual(got, user) {
+		t.Fatalf("shifted on a sighting from before the hold: %v", got)
+	}
+	passAt(t, r, key, t0.Add(22*time.Second)) // clusterFailedAfter since the first pass after the hold
+	if got := specOf(t, c, key).Spec.Clusters; reflect.DeepEqual(got, user) {
+		t.Fatalf("not shifted clusterFailedAfter after the first sighting since the hold: %v", got)
+	}
+}
+
+// sightedTimers: the onsets are the process's own, never the record's;
+// the backoff level is the larger; the last failback is the record's only
+// when the process has none.
+func TestSightedTimers(t *testing.T) {
+	old, recent := timePtr(t0.Add(-time.Hour)), timePtr(t0)
+	cases := []struct {
+		name                string
+		recorded, own, want contract.MemberTimers
+	}{
+		{name: "no sighting of its own: no onset, whatever the record says",
+			recorded: contract.MemberTimers{FailingSince: old, UnschedulableSince: microPtr(t0.Add(-time.Hour)), RoomSince: old}},
+		{name: "a recorded onset older than the own sighting: the own sighting",
+			recorded: contract.MemberTimers{FailingSince: old, RoomSince: old},
+			own:      contract.MemberTimers{FailingSince: recent, RoomSince: recent},
+			want:     contract.MemberTimers{FailingSince: recent, RoomSince: recent}},
+		{name: "backoff: the larger of the two",
+			recorded: contract.MemberTimers{Backoff: 3}, own: contract.MemberTimers{Backoff: 1}, want: contract.MemberTimers{Backoff: 3}},
+		{name: "a recorded backoff of 0 does not lower the own",
+			own: contract.MemberTimers{Backoff: 2}, want: contract.MemberTimers{Backoff: 2}},
+		{name: "last failback: the own one",
+			recorded: contract.MemberTimers{LastFailback: old}, own: contract.MemberTimers{LastFailback: recent},
+			want: contract.MemberTimers{LastFailback: recent}},
+		{name: "last failback: the record's when the process has none",
+			recorded: contract.MemberTimers{LastFailback: old}, want: contract.MemberTimers{LastFailback: old}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sightedTimers(tc.recorded, tc.own); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }

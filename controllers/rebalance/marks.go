@@ -46,6 +46,28 @@ func baselineOf(recorded *contract.RebalanceState, live contract.Placement, owne
 	return m, true
 }
 
+// sightedTimers are the member timers a pass starts from. The onsets that a
+// shift waits on (failing, Unschedulable, room since) are this process's
+// own sightings, from its previous pass: the annotation that records them
+// can be written by anyone with access to the RSP (or restored from an old
+// backup), and an onset taken from it could end clusterFailedAfter,
+// capacityExhaustedAfter or the stabilization window at once. A recorded
+// onset older than the process's own sighting never replaces it, and
+// without a sighting of its own the wait starts at this pass. So after a
+// restart, a change of leader or a hold each wait starts again from the
+// process's first sighting: later, never sooner. The failback backoff is
+// the larger of the two, and the last failback (what was done) is taken
+// from the record when the process has none, since either only makes the
+// next failback wait longer.
+func sightedTimers(recorded, own contract.MemberTimers) contract.MemberTimers {
+	t := own
+	t.Backoff = max(recorded.Backoff, own.Backoff)
+	if t.LastFailback == nil {
+		t.LastFailback = recorded.LastFailback
+	}
+	return t
+}
+
 // timePtr is t as a timer of the state, to the second (what metav1.Time
 // keeps through JSON); nil for zero.
 func timePtr(t time.Time) *metav1.Time {

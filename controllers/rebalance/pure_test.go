@@ -38,10 +38,12 @@ func TestAssess(t *testing.T) {
 		requeue   time.Time
 		// kubefedReady is the planner's flag for a failure seen by fedfailover alone.
 		kubefedReady bool
+		// failing: not failed yet, counted by the federation guard.
+		failing bool
 	}{
 		{name: "unhealthy first seen: not failed yet, timer starts",
 			obs: observation{}, now: t0, state: planner.Healthy,
-			marks: contract.MemberTimers{FailingSince: at(0)}, requeue: t0.Add(10 * time.Second)},
+			marks: contract.MemberTimers{FailingSince: at(0)}, requeue: t0.Add(10 * time.Second), failing: true},
 		{name: "unhealthy for clusterFailedAfter: failed",
 			obs: observation{}, prev: contract.MemberTimers{FailingSince: at(0), RoomSince: at(-time.Minute)}, now: t0.Add(10 * time.Second),
 			state: planner.Failed, marks: contract.MemberTimers{FailingSince: at(0)}},
@@ -87,6 +89,9 @@ func TestAssess(t *testing.T) {
 			}
 			if !a.RequeueAt.Equal(c.requeue) {
 				t.Errorf("requeue %s, want %s", a.RequeueAt, c.requeue)
+			}
+			if a.Member.Failing != c.failing {
+				t.Errorf("failing %v, want %v", a.Member.Failing, c.failing)
 			}
 			if c.state == planner.Failed && a.Member.KubefedReady != c.kubefedReady {
 				t.Errorf("kubefedReady %v, want %v", a.Member.KubefedReady, c.kubefedReady)

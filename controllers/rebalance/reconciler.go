@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -70,6 +71,11 @@ type memory struct {
 	onset     time.Time
 	onsetWhy  string
 	onsetDone time.Time
+	// seen are the member timers of this process's last pass, and the
+	// failbacks it wrote since: its own sightings, the only source of the
+	// onsets a shift waits on (sightedTimers). A hold clears them: the
+	// RSP is not watched over while held.
+	seen map[string]contract.MemberTimers
 }
 
 func (r *Reconciler) memoryOf(key types.NamespacedName) *memory {
@@ -173,7 +179,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 		return ctrl.Result{}, err
 	}
 	now := r.now()
-	in, requeue, onset, err := r.plannerInput(ctx, pol, rsp, m, w, now)
+	in, requeue, onset, err := r.plannerInput(ctx, pol, rsp, m, w, mem, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -230,7 +236,7 @@ func (r *Reconciler) recordedMarks(rsp *fedschedv1a1.ReplicaSchedulingPreference
 
 // plannerInput assesses every selected member and updates the marks.
 func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
-	m *contract.RebalanceState, w workload, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
+	m *contract.RebalanceState, w workload, mem *memory, now time.Time) (planner.Input, time.Time, onsetInfo, error) {
 	spec := *pol.Spec.Rebalance
 	names, eligible, err := r.memberNames(ctx, pol, w)
 	if err != nil {
@@ -244,12 +250,15 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 	var requeue time.Time
 	var onset onsetInfo
 	newMarks := map[string]contract.MemberTimers{}
+	r.mu.Lock()
+	seen := mem.seen
+	r.mu.Unlock()
 	for _, name := range sortedKeys(names) {
 		obs, err := r.observe(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", name)), name, names[name], rsp.Namespace, w)
 		if err != nil {
 			return planner.Input{}, time.Time{}, onsetInfo{}, err
 		}
-		a := assess(obs, m.Members[name], spec, now)
+		a := assess(obs, sightedTimers(m.Members[name], seen[name]), spec, now)
 		in.Members[name] = a.Member
 		if a.Marks != (contract.MemberTimers{}) {
 			newMarks[name] = a.Marks
@@ -266,6 +275,9 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 		newMarks = nil
 	}
 	m.Members = newMarks
+	r.mu.Lock()
+	mem.seen = maps.Clone(newMarks) // apply adds failbacks to m.Members only once written
+	r.mu.Unlock()
 	return in, requeue, onset, nil
 }
 

@@ -153,16 +153,21 @@ func suspensionOf(key types.NamespacedName, in planner.Input, res planner.Result
 	default:
 		return "", ""
 	}
-	var failed, full []string
+	var failed, failing, full []string
 	for _, n := range sortedKeys(in.Members) {
 		switch m := in.Members[n]; {
 		case m.State == planner.Failed:
 			failed = append(failed, n)
+		case m.Failing:
+			failing = append(failing, n)
 		case m.State == planner.Exhausted || m.Fits <= 0:
 			full = append(full, n)
 		}
 	}
 	msg := fmt.Sprintf("%s: %d of %d members failed (%s)", key, len(failed), len(in.Members), strings.Join(failed, ", "))
+	if len(failing) > 0 {
+		msg += fmt.Sprintf(", %d failing, not failed yet (%s)", len(failing), strings.Join(failing, ", "))
+	}
 	if reason == v1alpha1.ReasonNoCapacityAnywhere {
 		msg += fmt.Sprintf(", no room in %s", strings.Join(full, ", "))
 	}
@@ -203,6 +208,9 @@ func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp
 	r.mu.Lock()
 	first := mem.held != msg
 	mem.held = msg
+	// Nothing is observed while held: the onsets start again from the
+	// first pass after it.
+	mem.seen = nil
 	r.mu.Unlock()
 	if first {
 		r.report(ctx, pol, rsp, "", reason, ActionHold, msg, pol.Spec.DryRun)

@@ -7,10 +7,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -113,5 +118,29 @@ func TestPlanGolden(t *testing.T) {
 func TestPlanUnknownCluster(t *testing.T) {
 	if _, err := BuildPlan(fixture(), Scenario{Cluster: "nope"}); !errors.Is(err, ErrUnknownCluster) {
 		t.Fatalf("got %v, want ErrUnknownCluster", err)
+	}
+}
+
+// The what-if counts a member that is failing but not failed yet for the
+// federation guard, as the controller does: with member2 failing for 5 s
+// (clusterFailedAfter 20 s), member1 failing makes two of three.
+func TestPlanGuardCountsFailingMembers(t *testing.T) {
+	s := fixture()
+	for i := range s.RSPs {
+		if a := s.RSPs[i].Annotations; a != nil {
+			a[contract.AnnotationRebalance] = strings.Replace(a[contract.AnnotationRebalance],
+				`"failingSince":"2026-11-30T11:58:00Z"`, `"failingSince":"2026-11-30T11:59:55Z"`, 1)
+		}
+	}
+	v, err := BuildPlan(s, Scenario{Cluster: "member1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(v.RSPs, func(r PlanRow) bool { return r.Namespace == "demo" && r.Name == "web" })
+	if i < 0 {
+		t.Fatalf("no demo/web in %+v", v.RSPs)
+	}
+	if r := v.RSPs[i]; r.Reason != planner.ReasonTooManyMembersFailed || r.Changed {
+		t.Errorf("demo/web: %s changed=%v, want %s and no change", r.Reason, r.Changed, planner.ReasonTooManyMembersFailed)
 	}
 }

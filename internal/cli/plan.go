@@ -136,7 +136,7 @@ func planRSP(s *Snapshot, p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaS
 // scenario's member is Failed, or Exhausted with no room; the others are
 // Healthy with unknown (ample) room when kubefed and fedfailover see them
 // healthy, else Failed once clusterFailedAfter has passed since fedfailover
-// first saw them failing.
+// first saw them failing, and failing (for the federation guard) before.
 func (s *Snapshot) memberInput(p *v1alpha1.FailoverPolicy, name string, sc Scenario, running int64, base baseline) planner.Member {
 	failingSince, roomSince := base.timers(name)
 	switch {
@@ -148,7 +148,8 @@ func (s *Snapshot) memberInput(p *v1alpha1.FailoverPolicy, name string, sc Scena
 		if !failingSince.IsZero() && !s.Now.Before(failingSince.Add(p.Spec.Rebalance.ClusterFailedAfter.Get())) {
 			return planner.Member{State: planner.Failed}
 		}
-		return planner.Member{State: planner.Healthy}
+		// Not failed yet: the federation guard counts it as failing.
+		return planner.Member{State: planner.Healthy, Failing: true}
 	}
 	return planner.Member{State: planner.Healthy, Running: running, Fits: assumedRoom, RoomSince: roomSince}
 }

@@ -7,14 +7,27 @@ import "k8s.io/apimachinery/pkg/util/intstr"
 
 // tooManyFailed is the federation guard: more members Failed than
 // maxFailedMembers (default half of them, rounded down) means no shift.
+// Members still failing (not Failed yet) count as well once one member is
+// Failed: members cut off together do not reach clusterFailedAfter in the
+// same pass, and the first one to get there must not be moved off while
+// the others, just as lost, still look healthy.
 func (p *planning) tooManyFailed() bool {
-	var failed int
+	failed, failing := p.failedCounts()
+	return failed > 0 && failed+failing > p.maxFailed()
+}
+
+// failedCounts counts the members Failed, and the members failing but not
+// Failed yet.
+func (p *planning) failedCounts() (failed, failing int) {
 	for _, n := range p.names {
-		if p.failed(n) {
+		switch {
+		case p.failed(n):
 			failed++
+		case p.member(n).Failing:
+			failing++
 		}
 	}
-	return failed > 0 && failed > p.maxFailed()
+	return failed, failing
 }
 
 func (p *planning) maxFailed() int {

@@ -48,6 +48,12 @@ type Member struct {
 	// keeps what it holds, and the federation guard counts that as
 	// runnable: kubefed keeps it there.
 	Unobserved bool
+	// Failing: fedfailover's own probes or reads fail for the member now,
+	// but clusterFailedAfter has not passed yet (State is not Failed).
+	// Only the federation guard reads it: members failing apart (one
+	// Failed, the others still on their way) are one failure of the
+	// federation, not a failure of one member with the rest healthy.
+	Failing bool
 }
 
 // Input is everything one planning decision depends on.

@@ -53,6 +53,12 @@ func unobserved() Member { return Member{State: Healthy, KubefedReady: true, Uno
 // unreachable is failed to fedfailover while kubefed reports it Ready.
 func unreachable() Member { return Member{State: Failed, KubefedReady: true} }
 
+// failing is unreachable to fedfailover, kubefed Ready, but not for
+// clusterFailedAfter yet.
+func failing() Member {
+	return Member{State: Healthy, KubefedReady: true, Unobserved: true, Failing: true}
+}
+
 func guardOff() v1alpha1.RebalanceSpec {
 	s := spec(false)
 	all := intstr.FromString("100%")
@@ -140,6 +146,28 @@ func TestPlan(t *testing.T) {
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
 				Members: map[string]Member{"a": failed(), "b": failed(), "c": healthy(3, 20)}},
 			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		// TestPartitionBothMembersFromFedfailoverOnly: both members cut
+		// from fedfailover, a few seconds apart. Counting Failed members
+		// alone, the first to reach clusterFailedAfter was one of two
+		// (not more than half) and MemberUnreachable pinned both members.
+		{name: "one member failed, the other failing, not failed yet: the guard holds",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
+				Members: map[string]Member{"a": unreachable(), "b": failing()}},
+			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3}, wantTotal: 6,
+			wantClusters: prefsMap{"a": w(1), "b": w(1)}},
+		{name: "one of three failed, one failing: more than half, guard holds",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
+				Members: map[string]Member{"a": failed(), "b": failing(), "c": healthy(3, 20)}},
+			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+		{name: "one of four failed, one failing: half, the failed member's replicas move",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1), "c": w(1), "d": w(1)}, Current: prefsMap{"a": w(1), "b": w(1), "c": w(1), "d": w(1)},
+				TotalReplicas: 8, Members: map[string]Member{"a": failed(), "b": failing(), "c": healthy(2, 20), "d": healthy(2, 20)}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 0, "b": 2, "c": 3, "d": 3}, wantTotal: 8},
+		{name: "members failing, none failed yet: no suspension, they keep what they hold",
+			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
+				Members: map[string]Member{"a": failing(), "b": failing(), "c": healthy(3, 20)}},
+			wantReason: ReasonInsufficientCapacity, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
 		{name: "every member unobserved (caches syncing): kept, and no suspension",
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
 				Members: map[string]Member{"a": unobserved(), "b": unobserved(), "c": unobserved()}},

@@ -177,6 +177,11 @@ func NodeReadyStatus(n *corev1.Node) corev1.ConditionStatus {
 	return corev1.ConditionUnknown
 }
 
+// answeredLate: the API server timed the request out or throttled it.
+func answeredLate(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
+}
+
 // createIgnoreExists creates obj; one that exists already is kept.
 // A create the API server timed out or throttled is tried again, up to
 // five times with a doubling pause: a loaded lab (twenty members filled at
@@ -188,7 +193,7 @@ func createIgnoreExists(ctx context.Context, cl client.Client, obj client.Object
 		switch {
 		case err == nil || apierrors.IsAlreadyExists(err):
 			return nil
-		case attempt == 5 || !(apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)):
+		case attempt == 5 || !answeredLate(err):
 			return err
 		}
 		obj.SetResourceVersion("")

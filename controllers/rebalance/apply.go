@@ -75,10 +75,10 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 func (r *Reconciler) sawFailback(mem *memory, m *contract.RebalanceState, members []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if mem.seen == nil && len(members) > 0 {
+		mem.seen = map[string]contract.MemberTimers{}
+	}
 	for _, n := range members {
-		if mem.seen == nil {
-			mem.seen = map[string]contract.MemberTimers{}
-		}
 		t := mem.seen[n]
 		t.LastFailback = m.Members[n].LastFailback
 		mem.seen[n] = t

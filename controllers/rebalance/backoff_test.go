@@ -51,18 +51,25 @@ func TestFailbackBackoff(t *testing.T) {
 	}
 }
 
+// shiftedToMember1 is the policy "osc" with spec, the user's 1/1 placement
+// of 6 replicas, the same 6 shifted all to member1, and a time an hour
+// before t0.
+func shiftedToMember1(spec *v1alpha1.RebalanceSpec) (*v1alpha1.FailoverPolicy, contract.Placement, contract.Placement, *metav1.Time) {
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "osc"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: spec}}
+	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
+	six, zero := int64(6), int64(0)
+	shifted := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+		"member1": {MinReplicas: 6, MaxReplicas: &six, Weight: 6}, "member2": {MaxReplicas: &zero}}}
+	return pol, user, shifted, timePtr(t0.Add(-time.Hour))
+}
+
 // Rule 7, end to end in one process: a failback marks the member's
 // probation; the member running out of capacity right after it raises its
 // backoff level (annotation, gauge, one Warning event), and that doubles the
 // wait before its next failback.
 func TestExhaustedRightAfterFailbackBacksOff(t *testing.T) {
 	spec := testSpec()
-	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "osc"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
-	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
-	six, zero := int64(6), int64(0)
-	shifted := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
-		"member1": {MinReplicas: 6, MaxReplicas: &six, Weight: 6}, "member2": {MaxReplicas: &zero}}}
-	long := timePtr(t0.Add(-time.Hour))
+	pol, user, shifted, long := shiftedToMember1(&spec)
 	state := &contract.RebalanceState{Policy: "osc", Baseline: user, Applied: &shifted, LastChange: long,
 		Members: map[string]contract.MemberTimers{"member2": {RoomSince: long}}}
 	r, c, rec, key := rspWithAnnotation(t, state.Encode(), pol)
@@ -158,12 +165,7 @@ func recordedState(t *testing.T, c client.Client, key types.NamespacedName) *con
 // restarted process.
 func TestRecordedOnsetsDoNotShortenAWait(t *testing.T) {
 	spec := testSpec() // failed after 10s, exhausted after 5s, window 20s
-	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "osc"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
-	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
-	six, zero := int64(6), int64(0)
-	shifted := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
-		"member1": {MinReplicas: 6, MaxReplicas: &six, Weight: 6}, "member2": {MaxReplicas: &zero}}}
-	long := timePtr(t0.Add(-time.Hour))
+	pol, user, shifted, long := shiftedToMember1(&spec)
 	deploy := func() []client.Object {
 		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
 			Annotations: map[string]string{revisionAnnotation: "1"}}}, replicaSet("web-1", "rs-1", "1", "d-web")}

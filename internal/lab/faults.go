@@ -225,10 +225,29 @@ func (l *Lab) ExhaustCapacity(ctx context.Context, cluster, mode string) error {
 
 // probeUnschedulable returns once the scheduler itself reports that a small
 // pod does not fit, so callers never race the scheduler's view of the nodes.
+// A probe scheduled anyway was placed before the scheduler saw the nodes
+// change: it is deleted and another one tried, within 30 s.
 func probeUnschedulable(ctx context.Context, cl client.Client) error {
 	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LabNamespace}}); err != nil {
 		return err
 	}
+	var placed string
+	err := pollUntil(ctx, 30*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		unschedulable, node, err := probeOnce(ctx, cl)
+		if node != "" {
+			placed = node
+		}
+		return unschedulable, err
+	})
+	if err != nil && placed != "" {
+		return fmt.Errorf("capacity probe was scheduled to %s: the member still has room: %w", placed, err)
+	}
+	return err
+}
+
+// probeOnce creates one probe pod and deletes it again; it reports whether
+// the scheduler found it unschedulable within 5 s, or the node it chose.
+func probeOnce(ctx context.Context, cl client.Client) (unschedulable bool, node string, err error) {
 	probe := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "lab-capacity-probe-", Namespace: LabNamespace},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
@@ -237,27 +256,32 @@ func probeUnschedulable(ctx context.Context, cl client.Client) error {
 		}}},
 	}
 	if err := cl.Create(ctx, probe); err != nil {
-		return err
+		return false, "", err
 	}
 	defer func() {
 		zero := int64(0)
 		_ = cl.Delete(context.Background(), probe, &client.DeleteOptions{GracePeriodSeconds: &zero})
 	}()
-	return pollUntil(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+	err = pollUntil(ctx, 5*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
 		p := &corev1.Pod{}
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(probe), p); err != nil {
 			return false, err
 		}
-		if p.Spec.NodeName != "" {
-			return false, fmt.Errorf("capacity probe was scheduled to %s: the member still has room", p.Spec.NodeName)
+		if node = p.Spec.NodeName; node != "" {
+			return true, nil
 		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				unschedulable = true
 				return true, nil
 			}
 		}
 		return false, nil
 	})
+	if err != nil && !unschedulable && node == "" {
+		return false, "", nil // no verdict yet: try again
+	}
+	return unschedulable, node, err
 }
 
 // RestoreCapacity undoes ExhaustCapacity (both modes).

@@ -19,7 +19,7 @@ import (
 
 	v1alpha1 "github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/scheme"
-	"github.com/fedfailover/fedfailover/internal/testenv"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 // The API tests run against a real kube-apiserver so the CRD's OpenAPI and

@@ -1,6 +1,7 @@
 // Command fedfailover-bench runs fedfailover's benchmarks on the local
-// federation and prints a table (median, p95 and the baseline each figure is
-// compared with). With BENCH_JSON=FILE it also writes the figures as JSON.
+// federation (test/bench) and prints a table (median, p95 and the baseline
+// each figure is compared with). With BENCH_JSON=FILE it also writes the
+// figures as JSON.
 package main
 
 import (
@@ -11,10 +12,12 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fedfailover/fedfailover/test/bench"
 )
 
 func main() {
-	logger := zap.New(zap.UseDevMode(false), zap.Level(zapLevelError))
+	logger := zap.New(zap.UseDevMode(false), zap.Level(bench.LogLevel))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 	root := &cobra.Command{
@@ -23,10 +26,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(membersCmd(), measureMemberCmd())
-	root.AddCommand(rebalanceCmd())
-	root.AddCommand(recoveryCmd())
-	root.AddCommand(scaleCmd(), scalePlanCmd())
+	root.AddCommand(bench.Commands()...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

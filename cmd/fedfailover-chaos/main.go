@@ -19,8 +19,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/fedfailover/fedfailover/internal/bench"
-	"github.com/fedfailover/fedfailover/internal/chaos"
+	"github.com/fedfailover/fedfailover/test/bench"
+	"github.com/fedfailover/fedfailover/test/chaos"
 )
 
 func main() {

@@ -1,118 +1,37 @@
-// Command fedfailover-demo plays fedfailover's story on the local federation:
-// a node with a stateful pod powers off and is recovered; a member runs out
-// of capacity and its replicas move; it recovers and they move back. Every
-// step is printed with the time since the start. `make demo` runs it.
+// Command fedfailover-demo plays fedfailover's story on the local federation
+// (test/demo). `make demo` runs it.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/demo"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
-type options struct {
-	dir    string
-	binDir string
-	keep   bool
-}
-
 func main() {
-	var o options
-	flag.StringVar(&o.dir, "dir", ".lab", "lab directory")
-	flag.StringVar(&o.binDir, "bin-dir", "", "directory with the binaries `make tools` and `make build` produce (default <repo>/bin)")
-	flag.BoolVar(&o.keep, "keep", os.Getenv("KEEP") == "1", "leave the federation and the manager running (KEEP=1)")
+	var o demo.Options
+	flag.StringVar(&o.Dir, "dir", ".lab", "lab directory")
+	flag.StringVar(&o.BinDir, "bin-dir", "", "directory with the binaries `make tools` and `make build` produce (default <repo>/bin)")
+	flag.BoolVar(&o.Keep, "keep", os.Getenv("KEEP") == "1", "leave the federation and the manager running (KEEP=1)")
 	flag.Parse()
-	if o.binDir == "" {
-		o.binDir = lab.DefaultBinDir()
+	if o.BinDir == "" {
+		o.BinDir = lab.DefaultBinDir()
 	}
 	// Components log to their own files; the demo's output is its story.
 	ctrl.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	if err := demo.Run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
-}
-
-// demo carries what every step needs.
-type demo struct {
-	start   time.Time
-	lab     *lab.Lab
-	o       options
-	manager *exec.Cmd
-}
-
-func (d *demo) say(format string, args ...any) {
-	fmt.Printf("[%6.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
-}
-
-func run(ctx context.Context, o options) (err error) {
-	d := &demo{start: time.Now(), o: o}
-	for _, b := range []string{"manager", "kubectl-failover"} {
-		if _, err := os.Stat(filepath.Join(o.binDir, b)); err != nil {
-			return fmt.Errorf("%s not found in %s: run `make build`", b, o.binDir)
-		}
-	}
-	d.say("starting the local federation: host + 2 members x 3 kwok nodes (real kube-apiserver, controller-manager, scheduler, kubefed)")
-	d.lab, err = lab.Up(ctx, lab.Options{Dir: o.dir, BinDir: o.binDir, Members: 2, Nodes: 3})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if o.keep && err == nil {
-			d.printKeep()
-			return
-		}
-		d.say("tearing down (KEEP=1 leaves everything running)")
-		d.stopManager()
-		if derr := d.lab.Down(context.Background()); derr != nil {
-			err = errors.Join(err, derr)
-		}
-	}()
-	d.say("federation up; members joined with kubefedctl join")
-
-	steps := []struct {
-		name string
-		fn   func(context.Context) error
-	}{
-		{"install", d.install},
-		{"workloads", d.workloads},
-		{"status", d.status},
-		{"node power-off", d.nodePowerOff},
-		{"capacity exhaustion", d.exhaustion},
-		{"failback", d.failback},
-		{"status", d.status},
-	}
-	for _, s := range steps {
-		if err := s.fn(ctx); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
-	}
-	d.say("done: a stateful pod recovered from a dead node, and a federated workload moved away from a full member and back")
-	return nil
-}
-
-func (d *demo) printKeep() {
-	fmt.Printf(`
-The federation and the manager keep running. Try:
-  export KUBECONFIG=%s
-  %s status
-  kubectl --context member1 get nodes,pods -A
-  go run ./cmd/fedfailover-lab poweroff member1-node-1 --evidence machine-deleted
-Stop everything with:
-  kill %d; go run ./cmd/fedfailover-lab down --dir %s
-`, d.lab.Kubeconfig(), filepath.Join(d.o.binDir, "kubectl-failover"), d.manager.Process.Pid, d.o.dir)
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/test/paths"
 )
 
 // testKubectlGet lists the seeded NodeRecovery records and RecoveryGuard

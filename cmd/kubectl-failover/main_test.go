@@ -26,9 +26,9 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/cli"
 	"github.com/fedfailover/fedfailover/internal/contract"
-	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/test/paths"
 	"github.com/fedfailover/fedfailover/internal/scheme"
-	"github.com/fedfailover/fedfailover/internal/testenv"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 // host is one envtest API server with fedfailover's, kubefed's and Cluster

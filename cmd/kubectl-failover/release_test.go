@@ -13,7 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/test/paths"
 )
 
 // krewManifest is the part of a krew Plugin manifest the test reads.

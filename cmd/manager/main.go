@@ -22,7 +22,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
-	"github.com/fedfailover/fedfailover/internal/operator"
+	"github.com/fedfailover/fedfailover/controllers"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -136,8 +136,8 @@ func checkMetricsCert(o options) error {
 }
 
 // operatorOptions is the controller configuration the flags ask for.
-func operatorOptions(o options) operator.Options {
-	return operator.Options{
+func operatorOptions(o options) controllers.Options {
+	return controllers.Options{
 		KubefedNamespace: o.kubefedNamespace,
 		Members:          member.Options{AllowInsecureEndpoints: o.allowHTTPMembers, SyncStallTimeout: o.memberSyncStall},
 		NodeRecovery:     noderecovery.Options{EnableMachineDeletion: o.machineDeletion},
@@ -231,7 +231,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	opOpts := operatorOptions(o)
 	opOpts.Members.Shard = shardOpts
-	if _, err := operator.Setup(ctx, mgr, opOpts); err != nil {
+	if _, err := controllers.Setup(ctx, mgr, opOpts); err != nil {
 		return err
 	}
 

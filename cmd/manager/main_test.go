@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/test/paths"
 	"github.com/fedfailover/fedfailover/internal/scheme"
-	"github.com/fedfailover/fedfailover/internal/testenv"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 func freeAddr(t *testing.T) string {

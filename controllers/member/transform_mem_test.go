@@ -171,7 +171,7 @@ func deploymentPod(i int) *corev1.Pod {
 	}
 }
 
-// bulkPod is the i-th pod of the members benchmark (internal/lab
+// bulkPod is the i-th pod of the members benchmark (test/lab
 // CreateBulkPods: 10 per node, no owner), as the API server defaults it and
 // kwok reports it Running.
 func bulkPod(i int) *corev1.Pod {

@@ -15,7 +15,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/scheme"
-	"github.com/fedfailover/fedfailover/internal/testenv"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 // applyMemberStatus writes status the way the member status controller

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/fedfailover/fedfailover/internal/paths"
-	"github.com/fedfailover/fedfailover/internal/testenv"
+	"github.com/fedfailover/fedfailover/test/paths"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 const (

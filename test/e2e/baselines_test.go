@@ -17,7 +17,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // stuckWindow is how long baseline 1 watches the evicted StatefulSet pod stay

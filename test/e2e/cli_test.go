@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/test/lab"
+	"github.com/fedfailover/fedfailover/test/paths"
 )
 
 // buildCLI builds kubectl-failover into a temporary directory.

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 const e2eFenceKey = "fence.e2e.fedfailover.io/fenced"

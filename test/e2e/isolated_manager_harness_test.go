@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/testenv"
+	"github.com/fedfailover/fedfailover/test/lab"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 // isolatedManager is the real manager binary running as its own process in

@@ -27,9 +27,9 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/contract"
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/internal/scheme"
-	"github.com/fedfailover/fedfailover/internal/testenv"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 // nrHost is a client of the lab host that knows the fedfailover types.

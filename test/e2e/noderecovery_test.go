@@ -21,7 +21,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/contract"
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 )
 

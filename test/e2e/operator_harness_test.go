@@ -18,7 +18,7 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
-	"github.com/fedfailover/fedfailover/internal/operator"
+	"github.com/fedfailover/fedfailover/controllers"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -42,11 +42,11 @@ const (
 // withMachineDeletion starts the operator as an installation that enables
 // Machine deletion (--enable-machine-deletion, the chart's
 // nodeRecovery.machineDeletion.enabled); by default it is off, as installed.
-func withMachineDeletion(o *operator.Options) { o.NodeRecovery.EnableMachineDeletion = true }
+func withMachineDeletion(o *controllers.Options) { o.NodeRecovery.EnableMachineDeletion = true }
 
 // startOperator starts the operator with one feature controller, changed by
 // opts; it stops when the test ends, or earlier with stop.
-func startOperator(t *testing.T, feature int, opts ...func(*operator.Options)) *testOperator {
+func startOperator(t *testing.T, feature int, opts ...func(*controllers.Options)) *testOperator {
 	t.Helper()
 	nrHost(t)
 	cfg, err := nrHostConfig()
@@ -69,7 +69,7 @@ func startOperator(t *testing.T, feature int, opts ...func(*operator.Options)) *
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	oo := operator.Options{
+	oo := controllers.Options{
 		Members:             member.Options{ProbePeriod: 2 * time.Second, StatusRefresh: 5 * time.Second},
 		NodeRecovery:        noderecovery.Options{ResyncPeriod: 2 * time.Second, StatusResync: 5 * time.Second},
 		Rebalance:           rebalance.Options{Resync: 5 * time.Second},
@@ -79,7 +79,7 @@ func startOperator(t *testing.T, feature int, opts ...func(*operator.Options)) *
 	for _, o := range opts {
 		o(&oo)
 	}
-	if _, err := operator.Setup(ctx, mgr, oo); err != nil {
+	if _, err := controllers.Setup(ctx, mgr, oo); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func (o *testOperator) stop() {
 	}
 }
 
-func startNodeRecovery(t *testing.T, opts ...func(*operator.Options)) *testOperator {
+func startNodeRecovery(t *testing.T, opts ...func(*controllers.Options)) *testOperator {
 	t.Helper()
 	return startOperator(t, withNodeRecovery, opts...)
 }

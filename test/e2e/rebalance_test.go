@@ -18,7 +18,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/contract"
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // exhaust leaves member2 without room until the test ends (or restore).

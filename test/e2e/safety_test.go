@@ -16,7 +16,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/contract"
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // The node recovery invariant, tried as an adversary would (docs/safety.md).

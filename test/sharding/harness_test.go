@@ -32,8 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/managerproc"
+	"github.com/fedfailover/fedfailover/test/lab"
+	"github.com/fedfailover/fedfailover/test/managerproc"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/managerproc"
-	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/test/lab"
+	"github.com/fedfailover/fedfailover/test/managerproc"
+	"github.com/fedfailover/fedfailover/test/paths"
 )
 
 // The lab of this package: members one more than the replicas, two nodes

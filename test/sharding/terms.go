@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // The names the manager uses (controllers/member): the member Lease prefix

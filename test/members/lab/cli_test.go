@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedfailover/fedfailover/internal/lab"
-	"github.com/fedfailover/fedfailover/internal/paths"
+	"github.com/fedfailover/fedfailover/test/lab"
+	"github.com/fedfailover/fedfailover/test/paths"
 )
 
 // TestLabCLIAsDocumented runs the fedfailover-lab commands of README.md and

@@ -23,7 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
-	"github.com/fedfailover/fedfailover/internal/lab"
+	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 

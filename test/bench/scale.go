@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/test/lab"
+)
+
+// The scale benchmark's fixed parts.
+const (
+	scNamespace   = "scale" // the federated Deployments and their RSPs
+	scBulkNS      = "bench" // the bulk pods of every member
+	scPolicy      = "bench-scale"
+	scWorkload    = "web"            // federated Deployments are web-0, web-1, ...
+	scVolumeEvery = 10               // one pod in ten mounts an RWO claim
+	scNodeCPU     = "64"             // room for every RSP's replica on the lab's own nodes
+	scNodePods    = "1000"           // idem
+	scBulkLease   = 40               // kubelet's default node lease, seconds
+	scHeartbeatMs = 300000           // kubelet's default status report once leases carry liveness
+	scGrace       = 50 * time.Second // kube-controller-manager's default node monitor grace period
+)
+
+// Targets (issue 15).
+const (
+	scTargetRSSMB      = 300.0
+	scTargetCPUPercent = 2.0
+	scTargetDecisionS  = 1.0
+)
+
+type scOptions struct {
+	size          string
+	members       int
+	nodes         int
+	podsPerNode   int
+	rsps          int
+	kwokPerMember int
+	steady        time.Duration
+	settle        time.Duration
+	powerOffs     int
+	exhaustRSPs   int
+	syncTimeout   time.Duration
+	populateWait  time.Duration
+	notReadyFor   time.Duration
+	profileDir    string
+	dir           string
+}
+
+// scSizes are the --size shortcuts: members × nodes × pods per node, RSPs.
+var scSizes = map[string]scOptions{
+	"goal":    {members: 3, nodes: 2000, podsPerNode: 10, rsps: 500, steady: 120 * time.Second, powerOffs: 10, exhaustRSPs: 50},
+	"members": {members: 20, nodes: 100, podsPerNode: 10, rsps: 500, steady: 120 * time.Second, powerOffs: 10, exhaustRSPs: 50},
+	"small":   {members: 2, nodes: 50, podsPerNode: 10, rsps: 20, steady: 30 * time.Second, powerOffs: 2, exhaustRSPs: 5},
+}
+
+func scaleCmd() *cobra.Command {
+	var o scOptions
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "The real manager process at federation scale: sync time, memory, idle CPU, API requests, decision latency",
+		Long: `Starts a lab of --members members, each with --nodes bulk kwok nodes (cordoned,
+spread over --kwok-per-member kwok processes with a 40 s lease and a 5 min
+status heartbeat) and --pods-per-node pods bound to each (one in ten with a
+ReadWriteOnce PV/PVC), a few lab nodes per member with Machines (where the
+federated replicas run and nodes are powered off), --rsps FederatedDeployments
+with RSPs spread over every member, and one FailoverPolicy with both jobs.
+
+Then runs the manager binary (cmd/manager, --leader-elect, metrics on a
+loopback port) as its own process and measures:
+  sync          seconds from its start until fedfailover_member_connected is 1
+                for every member
+  memory        RSS (/proc) and Go heap in use (go_memstats_heap_inuse_bytes)
+                after sync and after the steady window
+  idle CPU      % of one core over --steady (/proc utime+stime)
+  API requests  per second over --steady, reads (GET: get, list, watch
+                starts) and writes, per API server, from the manager's own
+                client-go counter rest_client_requests_total (by host): the
+                API servers' apiserver_request_total cannot tell clients
+                apart. Host writes are also shown without the leader
+                election Lease renewals (the host's Lease PUTs, from its
+                apiserver_request_total: no other lab client writes Leases
+                there).
+  taint         --power-offs lab nodes powered off one after another
+                (Machine deleted as evidence): seconds from the loss rule
+                turning true (the later of the Machine evidence and the node
+                first seen not Ready + notReadyFor, as fedfailover counts it:
+                from its own sighting, host clock) to the out-of-service taint
+  RSP shift     one member's lab nodes cordoned and --exhaust-rsps RSPs
+                scaled up: seconds from the exhaustion rule turning true (the
+                new replica's Unschedulable lastTransitionTime +
+                capacityExhaustedAfter, as fedfailover reads it) to
+                fedfailover's change of the RSP's clusters
+                Both are timed from watches, each object stamped when it is
+                delivered (a few ms after the API server wrote it); the node's
+                own lastTransitionTime is not used (whole seconds, truncated:
+                it over-stated the taint latency by up to 1 s)
+Targets: RSS <= 300 MB at 3 x 2,000 x 10; idle CPU <= 2 % of a core; 0 writes at
+steady state; decision p99 <= 1 s. Heap and CPU profiles of the manager are
+saved to --profile-dir and their top entries printed; the manager's log is kept
+there too (<size>-manager.log).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.resolve(cmd); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runScaleBench(ctx, cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.size, "size", "small", "goal (3 x 2,000 x 10, 500 RSPs), members (20 x 100 x 10) or small (2 x 50 x 10); other flags override it")
+	f.IntVar(&o.members, "members", 0, "member clusters")
+	f.IntVar(&o.nodes, "nodes", 0, "bulk kwok nodes per member")
+	f.IntVar(&o.podsPerNode, "pods-per-node", 0, "pods bound to each bulk node")
+	f.IntVar(&o.rsps, "rsps", 0, "federated Deployments with RSPs")
+	f.IntVar(&o.kwokPerMember, "kwok-per-member", 1, "kwok processes for the bulk nodes of each member")
+	f.DurationVar(&o.steady, "steady", 0, "steady window for CPU and request rates (goal 120s, small 30s)")
+	f.DurationVar(&o.settle, "settle", 30*time.Second, "wait after sync before the steady window")
+	f.IntVar(&o.powerOffs, "power-offs", 0, "lab nodes powered off for the taint latency")
+	f.IntVar(&o.exhaustRSPs, "exhaust-rsps", 0, "RSPs scaled up on the exhausted member for the shift latency")
+	f.DurationVar(&o.populateWait, "populate-wait", 5*time.Minute, "how long to wait for the pods Running after creating them; then the lab is measured as it is")
+	f.DurationVar(&o.syncTimeout, "sync-timeout", 10*time.Minute, "give up waiting for every member connected after this long")
+	f.DurationVar(&o.notReadyFor, "not-ready-for", 5*time.Second, "the policy's nodeRecovery.notReadyFor")
+	f.StringVar(&o.profileDir, "profile-dir", "bench-scale-profiles", "where the manager's heap and CPU profiles are saved")
+	f.StringVar(&o.dir, "dir", "", "lab directory (default: a temporary directory)")
+	return cmd
+}
+
+// resolve fills the flags not given from the --size shortcut.
+func (o *scOptions) resolve(cmd *cobra.Command) error {
+	def, ok := scSizes[o.size]
+	if !ok {
+		return fmt.Errorf("--size must be goal, members or small, got %q", o.size)
+	}
+	set := func(name string, v *int, d int) {
+		if !cmd.Flags().Changed(name) {
+			*v = d
+		}
+	}
+	set("members", &o.members, def.members)
+	set("nodes", &o.nodes, def.nodes)
+	set("pods-per-node", &o.podsPerNode, def.podsPerNode)
+	set("rsps", &o.rsps, def.rsps)
+	set("power-offs", &o.powerOffs, def.powerOffs)
+	set("exhaust-rsps", &o.exhaustRSPs, def.exhaustRSPs)
+	if !cmd.Flags().Changed("steady") {
+		o.steady = def.steady
+	}
+	switch {
+	case o.members < 1 || o.nodes < 1 || o.podsPerNode < 0 || o.rsps < 1 || o.kwokPerMember < 1:
+		return fmt.Errorf("members, nodes, rsps and kwok-per-member must be positive")
+	case o.exhaustRSPs > o.rsps:
+		return fmt.Errorf("--exhaust-rsps %d exceeds --rsps %d", o.exhaustRSPs, o.rsps)
+	case o.steady < 10*time.Second:
+		return fmt.Errorf("--steady must be at least 10s")
+	}
+	return nil
+}
+
+// labNodesPerMember is how many lab nodes (own kwok, Machine) each member
+// gets: the powered-off ones spread round-robin, plus one that stays on.
+func labNodesPerMember(powerOffs, members int) int {
+	return (powerOffs+members-1)/members + 1
+}
+
+// scPolicySpec is the benchmark's FailoverPolicy: both jobs, the RSPs of
+// the benchmark's namespace.
+func scPolicySpec(notReadyFor time.Duration) v1alpha1.FailoverPolicySpec {
+	pct := intstr.FromString("40%")
+	rb := rbBenchPolicy
+	rb.ReplicaSchedulingPreferences = v1alpha1.PodScope{Namespaces: []string{scNamespace}}
+	return v1alpha1.FailoverPolicySpec{
+		NodeRecovery: &v1alpha1.NodeRecoverySpec{
+			NotReadyFor: v1alpha1.Duration(notReadyFor.String()), Method: v1alpha1.RecoveryMethodAuto,
+			MaxUnhealthy: &pct, StormCooldown: "5s",
+			Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true},
+		},
+		Rebalance: &rb,
+	}
+}
+
+func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) {
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-scale-"); err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(o.dir) }()
+	}
+	b := &scBench{out: out, o: o, started: time.Now()}
+	labNodes := labNodesPerMember(o.powerOffs, o.members)
+	b.progress("starting the lab (host + %d members, %d lab nodes each, kubefed)", o.members, labNodes)
+	b.l, err = lab.Up(ctx, lab.Options{
+		Dir: filepath.Join(o.dir, "lab"), Members: o.members, Nodes: labNodes,
+		NodeCPU: scNodeCPU, NodePods: scNodePods, NodeMonitorGracePeriod: scGrace,
+		// Many control planes share the machine's cores while they start.
+		StartTimeout: 3 * time.Minute,
+		Logf:         func(string, ...any) {},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := b.l.Down(context.Background()); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	b.progress("lab up in %s", time.Since(b.started).Round(time.Second))
+	r := b.newResult()
+	if err := b.populate(ctx, r); err != nil {
+		return err
+	}
+	if err := b.measure(ctx, r); err != nil {
+		return err
+	}
+	return b.report(r)
+}

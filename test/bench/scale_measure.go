@@ -1,0 +1,443 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fedfailover/fedfailover/test/lab"
+	"github.com/fedfailover/fedfailover/test/managerproc"
+	"github.com/fedfailover/fedfailover/test/paths"
+)
+
+// scResult is everything the scale benchmark measured, as written to
+// BENCH_JSON.
+type scResult struct {
+	Members       int `json:"members"`
+	NodesPerMem   int `json:"nodes_per_member"`
+	PodsPerNode   int `json:"pods_per_node"`
+	PodsTotal     int `json:"pods_total"`
+	VolumePods    int `json:"pods_with_volumes_total"`
+	RSPs          int `json:"rsps"`
+	KwokPerMember int `json:"kwok_per_member"`
+	// The lab as measured: seconds to create the bulk objects, and how
+	// many pods kwok had not yet started when the measurement began.
+	PopulateSeconds    float64 `json:"populate_seconds"`
+	RSPPodsRunning     int     `json:"rsp_pods_running"`
+	BulkPodsNotRunning int     `json:"bulk_pods_not_running"`
+
+	SyncSeconds      float64 `json:"sync_seconds"`
+	BaseRSSMB        float64 `json:"rss_before_first_member_mb"`
+	RSSAfterSyncMB   float64 `json:"rss_after_sync_mb"`
+	HeapAfterSyncMB  float64 `json:"heap_inuse_after_sync_mb"`
+	RSSAfterSteadyMB float64 `json:"rss_after_steady_mb"`
+	HeapAfterSteady  float64 `json:"heap_inuse_after_steady_mb"`
+	PeakRSSMB        float64 `json:"peak_rss_mb"`
+
+	SteadySeconds float64 `json:"steady_seconds"`
+	CPUPercent    float64 `json:"idle_cpu_percent_of_one_core"`
+	// Requests per API server (cluster name) over the steady window.
+	Requests map[string]ReadWrite `json:"requests_per_second"`
+	// HostLeaseWrites are the host's Lease PUTs (updates) in the window (the
+	// leader election renewals), per second.
+	HostLeaseWrites float64 `json:"host_lease_writes_per_second"`
+	MemberWrites    float64 `json:"member_writes_per_second"`
+	HostOtherWrites float64 `json:"host_writes_without_leader_election_per_second"`
+	LoadAvg1        float64 `json:"load_average_1m"`
+	LoadAvg5        float64 `json:"load_average_5m"`
+
+	Taint *scLatency `json:"evidence_to_taint"`
+	Shift *scLatency `json:"exhaustion_to_rsp_shift"`
+
+	Profiles []string `json:"profiles,omitempty"`
+}
+
+// scLatency is one decision latency over its samples.
+type scLatency struct {
+	// Basis says from what and to what each sample is timed.
+	Basis   string    `json:"basis,omitempty"`
+	Samples []float64 `json:"samples_seconds"`
+	Missing int       `json:"missing"`
+	// P50 and P99 are null without samples (not a number to mistake for one).
+	P50 *float64 `json:"p50_seconds"`
+	P99 *float64 `json:"p99_seconds"`
+}
+
+func latency(xs []float64, missing int) *scLatency {
+	l := &scLatency{Samples: xs, Missing: missing}
+	if len(xs) > 0 {
+		p50, p99 := round3(Percentile(xs, 50)), round3(Percentile(xs, 99))
+		l.P50, l.P99 = &p50, &p99
+	}
+	return l
+}
+
+func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+
+// scManager is the manager process under measurement and how to reach it.
+type scManager struct {
+	p       *managerproc.Process
+	metrics string // http://127.0.0.1:PORT/metrics
+	pprof   string // http://127.0.0.1:PORT/debug/pprof
+	bin     string
+}
+
+func (b *scBench) startManager() (*scManager, error) {
+	root, err := paths.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	b.progress("building the manager binary")
+	bin, err := managerproc.Build(root, b.o.dir)
+	if err != nil {
+		return nil, err
+	}
+	ports := lab.NewPortAllocator()
+	var pm [3]int
+	for i := range pm {
+		if pm[i], err = ports.Free(); err != nil {
+			return nil, err
+		}
+	}
+	st, err := b.l.State()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + st.Cluster(lab.HostName).Kubeconfig,
+		"--kubefed-namespace=" + lab.KubefedNS,
+		"--leader-elect", "--leader-election-namespace=" + lab.KubefedNS,
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", pm[0]), "--metrics-secure=false",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", pm[1]),
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pm[2]),
+	}
+	// The log goes next to the profiles: the lab's folder is deleted at the
+	// end, and the log is what explains a figure.
+	logDir, err := filepath.Abs(b.o.profileDir)
+	if err == nil {
+		err = os.MkdirAll(logDir, 0o755)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the manager's log folder: %w", err)
+	}
+	logPath := filepath.Join(logDir, b.o.size+"-manager.log")
+	p, err := managerproc.Start(managerproc.Options{Bin: bin, Args: args, Log: logPath})
+	if err != nil {
+		return nil, err
+	}
+	b.progress("manager log: %s", logPath)
+	return &scManager{p: p, bin: bin,
+		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", pm[0]),
+		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", pm[2])}, nil
+}
+
+func httpGet(ctx context.Context, url string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+func (m *scManager) scrape(ctx context.Context) (string, error) {
+	data, err := httpGet(ctx, m.metrics, 10*time.Second)
+	return string(data), err
+}
+
+func metricValue(text, name string) float64 {
+	s, err := ParseMetric(text, name)
+	if err != nil || len(s) == 0 {
+		return 0
+	}
+	return Sum(s, nil)
+}
+
+// connected counts the members the manager reports connected.
+func connected(text string) int {
+	s, err := ParseMetric(text, "fedfailover_member_connected")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, x := range s {
+		if x.Value == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+func mb(bytes float64) float64 { return round1(bytes / (1 << 20)) }
+
+func (b *scBench) newResult() *scResult {
+	r := &scResult{Members: b.o.members, NodesPerMem: b.o.nodes, PodsPerNode: b.o.podsPerNode,
+		PodsTotal: b.o.members * b.o.nodes * b.o.podsPerNode, RSPs: b.o.rsps, KwokPerMember: b.o.kwokPerMember}
+	r.VolumePods = (b.o.nodes*b.o.podsPerNode + scVolumeEvery - 1) / scVolumeEvery * b.o.members
+	return r
+}
+
+// measure runs the manager and takes every figure.
+func (b *scBench) measure(ctx context.Context, r *scResult) error {
+	m, err := b.startManager()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := m.p.Stop(30 * time.Second); err != nil {
+			b.progress("stopping the manager: %v", err)
+		}
+	}()
+	start := time.Now()
+	peak := 0.0
+	sampleRSS := func() float64 {
+		u, err := m.p.Sample()
+		if err != nil {
+			return 0
+		}
+		v := mb(float64(u.RSS))
+		peak = max(peak, v)
+		return v
+	}
+	b.progress("manager started (pid %d); waiting until it is connected to all %d members", m.p.PID(), b.o.members)
+	lastReport := time.Now()
+	err = pollEvery(ctx, b.o.syncTimeout, 100*time.Millisecond, "every member connected", func(ctx context.Context) (bool, string, error) {
+		if done, err := m.p.Exited(); done {
+			return false, "", fmt.Errorf("manager exited: %w", err)
+		}
+		rss := sampleRSS()
+		text, err := m.scrape(ctx)
+		if err != nil {
+			return false, err.Error(), nil //nolint:nilerr // not serving yet
+		}
+		n := connected(text)
+		if r.BaseRSSMB == 0 && n == 0 {
+			r.BaseRSSMB = rss
+		}
+		if time.Since(lastReport) > 30*time.Second {
+			lastReport = time.Now()
+			b.progress("  %d/%d members connected after %s, RSS %.0f MB", n, b.o.members, time.Since(start).Round(time.Second), rss)
+		}
+		return n == b.o.members, fmt.Sprintf("%d/%d connected, RSS %.0f MB", n, b.o.members, rss), nil
+	})
+	if err != nil {
+		b.saveProfiles(ctx, m, r, "not-synced")
+		return err
+	}
+	r.SyncSeconds = round1(time.Since(start).Seconds())
+	text, err := m.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	r.RSSAfterSyncMB, r.HeapAfterSyncMB = sampleRSS(), mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
+	b.progress("all members connected in %.1fs: RSS %.0f MB, heap %.0f MB; settling %s", r.SyncSeconds, r.RSSAfterSyncMB, r.HeapAfterSyncMB, b.o.settle)
+	if err := sleepCtx(ctx, b.o.settle); err != nil {
+		return err
+	}
+	if err := b.steady(ctx, m, r); err != nil {
+		return err
+	}
+	r.RSSAfterSteadyMB = sampleRSS()
+	if text, err = m.scrape(ctx); err == nil {
+		r.HeapAfterSteady = mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
+	}
+	b.saveProfiles(ctx, m, r, "steady")
+	if r.Taint, err = b.powerOffs(ctx); err != nil {
+		return fmt.Errorf("taint latency: %w", err)
+	}
+	r.Taint.Basis = scTaintBasis
+	if r.Shift, err = b.exhaustion(ctx); err != nil {
+		return fmt.Errorf("shift latency: %w", err)
+	}
+	r.Shift.Basis = scShiftBasis
+	sampleRSS()
+	r.PeakRSSMB = peak
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// apiHosts maps each lab API server's host:port to its cluster name.
+func (b *scBench) apiHosts() (map[string]string, error) {
+	st, err := b.l.State()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, c := range st.Clusters {
+		out["127.0.0.1:"+strconv.Itoa(c.APIPort)] = c.Name
+	}
+	return out, nil
+}
+
+// hostLeaseUpdates reads the host API server's count of Lease PUTs (updates).
+func (b *scBench) hostLeaseUpdates(ctx context.Context) (float64, error) {
+	cs, err := kubernetes.NewForConfig(b.hostCfg)
+	if err != nil {
+		return 0, err
+	}
+	data, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s, err := ParseMetric(string(data), "apiserver_request_total")
+	if err != nil {
+		return 0, err
+	}
+	return Sum(s, map[string]string{"resource": "leases", "verb": "PUT"}), nil
+}
+
+// steady measures CPU and API requests over the steady window.
+func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
+	hosts, err := b.apiHosts()
+	if err != nil {
+		return err
+	}
+	// The host's Lease count is read before the manager's counters at the
+	// start and after them at the end, so its window holds the manager's:
+	// every renewal the manager counted is in it.
+	read := func(leasesFirst bool) (s []Series, leases float64, cpu time.Duration, at time.Time, err error) {
+		if leasesFirst {
+			if leases, err = b.hostLeaseUpdates(ctx); err != nil {
+				return nil, 0, 0, at, err
+			}
+		}
+		text, err := m.scrape(ctx)
+		if err != nil {
+			return nil, 0, 0, at, err
+		}
+		u, err := m.p.Sample()
+		if err != nil {
+			return nil, 0, 0, at, err
+		}
+		at = time.Now()
+		if s, err = ParseMetric(text, "rest_client_requests_total"); err != nil {
+			return nil, 0, 0, at, err
+		}
+		if !leasesFirst {
+			if leases, err = b.hostLeaseUpdates(ctx); err != nil {
+				return nil, 0, 0, at, err
+			}
+		}
+		return s, leases, u.CPU, at, nil
+	}
+	b.progress("steady window: %s", b.o.steady)
+	s0, l0, c0, t0, err := read(true)
+	if err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, b.o.steady); err != nil {
+		return err
+	}
+	s1, l1, c1, t1, err := read(false)
+	if err != nil {
+		return err
+	}
+	r.LoadAvg1, r.LoadAvg5 = loadAvg()
+	secs := t1.Sub(t0).Seconds()
+	r.SteadySeconds = round1(secs)
+	r.CPUPercent = round3(CPUPercent(c0.Seconds(), c1.Seconds(), secs))
+	r.Requests = map[string]ReadWrite{}
+	for host, rw := range RequestRates(s0, s1, secs) {
+		name, ok := hosts[host]
+		if !ok {
+			name = host
+		}
+		rw.Reads, rw.Writes = round3(rw.Reads), round3(rw.Writes)
+		r.Requests[name] = rw
+		if name != lab.HostName {
+			r.MemberWrites += rw.Writes
+		}
+	}
+	r.MemberWrites = round3(r.MemberWrites)
+	r.HostLeaseWrites = round3((l1 - l0) / secs)
+	hostWrites := 0.0
+	for _, x := range RequestCounts(s0, s1) {
+		if hosts[x.Host] == lab.HostName && !IsRead(x.Method) {
+			hostWrites += x.Count
+		}
+	}
+	r.HostOtherWrites = round3(max(hostWrites-(l1-l0), 0) / secs)
+	b.progress("steady: CPU %.2f%% of a core, member writes %.3f/s, host writes %.3f/s (%.3f/s leader election), load %.1f",
+		r.CPUPercent, r.MemberWrites, r.Requests[lab.HostName].Writes, r.HostLeaseWrites, r.LoadAvg1)
+	return nil
+}
+
+// loadAvg reads the machine's 1- and 5-minute load averages.
+func loadAvg() (float64, float64) {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0, 0
+	}
+	l1, _ := strconv.ParseFloat(f[0], 64)
+	l5, _ := strconv.ParseFloat(f[1], 64)
+	return l1, l5
+}
+
+// saveProfiles saves a heap and a 20 s CPU profile of the manager and
+// prints their top entries.
+func (b *scBench) saveProfiles(ctx context.Context, m *scManager, r *scResult, tag string) {
+	dir, err := filepath.Abs(b.o.profileDir)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		b.progress("profiles: %v", err)
+		return
+	}
+	for _, p := range []struct{ name, url string }{
+		{"heap", m.pprof + "/heap"},
+		{"cpu", m.pprof + "/profile?seconds=20"},
+	} {
+		data, err := httpGet(ctx, p.url, 60*time.Second)
+		if err != nil {
+			b.progress("profile %s: %v", p.name, err)
+			continue
+		}
+		path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.pb.gz", b.o.size, tag, p.name))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			b.progress("profile %s: %v", p.name, err)
+			continue
+		}
+		r.Profiles = append(r.Profiles, path)
+		args := []string{"tool", "pprof", "-top", "-nodecount=12"}
+		if p.name == "heap" {
+			args = append(args, "-sample_index=inuse_space")
+		}
+		top, err := exec.CommandContext(ctx, "go", append(args, m.bin, path)...).CombinedOutput()
+		if err != nil {
+			b.progress("go tool pprof %s: %v", path, err)
+			continue
+		}
+		b.progress("profile %s saved to %s; top:\n%s", p.name, path, top)
+	}
+}

@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+)
+
+func TestLabNodesPerMemberKeepsOneOn(t *testing.T) {
+	for _, c := range []struct{ offs, members, want int }{{10, 3, 5}, {10, 20, 2}, {2, 2, 2}, {0, 3, 1}, {9, 3, 4}} {
+		if got := labNodesPerMember(c.offs, c.members); got != c.want {
+			t.Errorf("%d power-offs over %d members: %d lab nodes each, want %d", c.offs, c.members, got, c.want)
+		}
+	}
+}
+
+func TestScaleTargets(t *testing.T) {
+	r := &scResult{PodsTotal: 60000, RSSAfterSyncMB: 250, RSSAfterSteadyMB: 310, CPUPercent: 1.5,
+		Taint: latency([]float64{0.2, 0.9}, 0), Shift: latency([]float64{0.5}, 1)}
+	got := scTargets(r)
+	want := map[string]string{"rss": "MISS", "cpu": "PASS", "member_writes": "PASS", "host_writes": "PASS", "taint": "PASS", "shift": "MISS"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s, want %s (a missing decision is a miss; RSS counts its worst reading)", k, got[k], v)
+		}
+	}
+	r.PodsTotal, r.HostOtherWrites = 2000, 0.1
+	got = scTargets(r)
+	if got["rss"] != "-" || got["host_writes"] != "MISS" || got["member_writes"] != "PASS" {
+		t.Errorf("small size: rss %s (want -: the target is for the goal size), host writes %s (want MISS), member writes %s (want PASS)",
+			got["rss"], got["host_writes"], got["member_writes"])
+	}
+}
+
+// A latency without samples is null in the JSON, not a number: a goal run
+// with no taint wrote p50 and p99 as -9223372036854776.
+func TestLatencyWithoutSamplesIsNull(t *testing.T) {
+	b, err := json.Marshal(latency(nil, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"p50_seconds":null,"p99_seconds":null`; !strings.Contains(string(b), want) {
+		t.Errorf("JSON %s, want %s", b, want)
+	}
+	if got := scTargets(&scResult{Taint: latency(nil, 10)})["taint"]; got != "MISS" {
+		t.Errorf("taint without samples: %s, want MISS", got)
+	}
+	b, _ = json.Marshal(latency([]float64{0.25, 0.5}, 0))
+	if want := `"p50_seconds":0.25,"p99_seconds":0.5`; !strings.Contains(string(b), want) {
+		t.Errorf("JSON %s, want %s", b, want)
+	}
+}
+
+func notReadyNode(transition time.Time, tainted bool) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(transition)}}}}
+	if tainted {
+		n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}
+	}
+	return n
+}
+
+// The taint is timed from the bench's own first sighting of the node not
+// Ready, as fedfailover counts notReadyFor: the Node's lastTransitionTime
+// (whole seconds) would add the 0.7 s it was truncated by.
+func TestTaintClockCountsFromTheFirstSighting(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC) // the transition, truncated
+	seen := t0.Add(700 * time.Millisecond)
+	const nrf = 5 * time.Second
+	c := newTaintClock(nrf)
+	c.observe(notReadyNode(t0, false), seen)
+	c.observe(notReadyNode(t0, false), seen.Add(time.Second)) // a later delivery changes nothing
+	c.observe(notReadyNode(t0, true), seen.Add(nrf+50*time.Millisecond))
+	if got, err := c.latency(t0.Add(-time.Minute)); err != nil || math.Abs(got-0.05) > 1e-9 {
+		t.Errorf("latency = %v, %v; want 0.05 s from first sighting + notReadyFor", got, err)
+	}
+	if got, err := c.latency(seen.Add(nrf + 30*time.Millisecond)); err != nil || math.Abs(got-0.02) > 1e-9 {
+		t.Errorf("latency with later evidence = %v, %v; want 0.02 s from the evidence", got, err)
+	}
+	early := newTaintClock(nrf)
+	early.observe(&corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeOutOfService}}}}, seen)
+	if _, err := early.latency(t0); err == nil {
+		t.Error("a node tainted while never seen not Ready was timed")
+	}
+}
+
+func TestShiftClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	c := newShiftClock(10 * time.Second)
+	before := map[string]fedschedv1a1.ClusterPreferences{"member1": {Weight: 1}, "member2": {Weight: 1}}
+	c.expect("web-0", before)
+	c.expect("web-1", before)
+	pod := func(app string, since time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Status: corev1.PodStatus{Phase: corev1.PodPending,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, LastTransitionTime: metav1.NewTime(since)}}}}
+	}
+	c.observePod(pod("web-0", t0.Add(-time.Hour)), t0)    // the member's timestamp does not count (its clock)
+	c.observePod(pod("web-0", t0), t0.Add(3*time.Second)) // the first sighting does
+	rsp := func(name string, clusters map[string]fedschedv1a1.ClusterPreferences) *fedschedv1a1.ReplicaSchedulingPreference {
+		return &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{Clusters: clusters}}
+	}
+	c.observeRSP(rsp("web-0", before), t0.Add(5*time.Second)) // unchanged: not a shift
+	shifted := map[string]fedschedv1a1.ClusterPreferences{"member1": {Weight: 2}, "member2": {Weight: 0}}
+	c.observeRSP(rsp("web-0", shifted), t0.Add(10*time.Second+300*time.Millisecond))
+	c.observeRSP(rsp("web-0", before), t0.Add(20*time.Second)) // the first change counts
+	if done, _ := c.progress(); done {
+		t.Error("done with web-1 not shifted")
+	}
+	got, missing := c.samples()
+	if len(got) != 1 || math.Abs(got[0]-0.3) > 1e-9 || missing != 1 {
+		t.Errorf("samples %v, missing %d; want [0.3] and web-1 missing", got, missing)
+	}
+}

@@ -1,0 +1,345 @@
+package chaos
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	fedv1b1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/test/lab"
+)
+
+// undo reverts one fault.
+type undo func(context.Context) error
+
+func noUndo(context.Context) error { return nil }
+
+// apply injects f and records it in the truth; the returned undo reverts
+// it. Spans open before a fault that may kill something takes effect and
+// close after an undo that revives it has returned, so the truth never
+// claims a process was dead while it might have lived.
+func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) {
+	now := time.Now
+	switch f.Kind {
+	case PowerOff, Replace:
+		ev := lab.Evidence(f.Evidence)
+		if f.Kind == Replace {
+			ev = lab.EvidenceMachineDeleted
+		}
+		tr.Open(keyFault+f.Cluster, now())
+		if err := c.lab.PowerOff(ctx, f.Node, ev); err != nil {
+			return nil, err
+		}
+		offAt := now()
+		tr.Close(keyAlive+f.Node, offAt)
+		return func(ctx context.Context) error {
+			var err error
+			if f.Kind == Replace {
+				err = c.lab.Replace(ctx, f.Node)
+			} else {
+				err = c.lab.Restore(ctx, f.Node)
+			}
+			// Alive from the new process's start (taken before its exec);
+			// before it, nothing of the node runs: the lab reports the power
+			// on, or creates the replacement Machine, first.
+			started, serr := c.kwokStarted(f.Cluster, f.Node)
+			if serr != nil || !started.After(offAt) {
+				started = now() // not started by this undo (it failed): from now on, to be safe
+			}
+			tr.Open(keyAlive+f.Node, started)
+			if err == nil {
+				tr.Close(keyFault+f.Cluster, now())
+			}
+			return err
+		}, nil
+	case Partition:
+		tr.Open(keyFault+f.Cluster, now())
+		if err := c.lab.Partition(f.Node); err != nil {
+			return nil, err
+		}
+		return func(context.Context) error {
+			err := c.lab.Heal(f.Node)
+			if err == nil {
+				tr.Close(keyFault+f.Cluster, now())
+			}
+			return err
+		}, nil
+	case APIKill, EtcdStop:
+		tr.Open(keyFault+f.Cluster, now())
+		tr.Open(keyDown+f.Cluster, now())
+		kill, start := c.lab.KillAPIServer, c.lab.RestartAPIServer
+		if f.Kind == EtcdStop {
+			kill, start = c.lab.StopEtcd, c.lab.StartEtcd
+		}
+		if err := kill(f.Cluster); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			err := start(ctx, f.Cluster)
+			if err == nil {
+				tr.Close(keyDown+f.Cluster, now())
+				tr.Close(keyFault+f.Cluster, now())
+			}
+			return err
+		}, nil
+	case ManagerKill:
+		if err := c.killManager(tr); err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { return c.startManager(tr) }, nil
+	case ManagerKillMidAction:
+		// Wait for fedfailover to be in the middle of something, then kill.
+		what := c.waitMidAction(ctx, f.Hold)
+		c.logf("    kill -9 %s", what)
+		if err := c.killManager(tr); err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { return c.startManager(tr) }, nil
+	case MemberCut:
+		tr.Open(keyCut+f.Cluster, now())
+		c.iso.Cut(c.addr[f.Cluster])
+		return func(context.Context) error {
+			if err := c.iso.Forward(c.addr[f.Cluster]); err != nil {
+				return err
+			}
+			tr.Close(keyCut+f.Cluster, now())
+			return nil
+		}, nil
+	case CredentialRotation:
+		tr.Mark(keyCredential+f.Cluster, now())
+		if err := c.rotateCredential(ctx, f.Cluster); err != nil {
+			return nil, err
+		}
+		tr.Mark(keyCredential+f.Cluster, now())
+		return noUndo, nil
+	case Capacity:
+		tr.Open(keyFault+f.Cluster, now())
+		if err := c.lab.ExhaustCapacity(ctx, f.Cluster, f.Mode); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			err := c.lab.RestoreCapacity(ctx, f.Cluster)
+			if err == nil {
+				tr.Close(keyFault+f.Cluster, now())
+			}
+			return err
+		}, nil
+	case PolicyEdit:
+		noWrites := f.Edit == EditPause || f.Edit == EditDryRun
+		if noWrites {
+			tr.Open(keyNoWrites, now())
+		}
+		if err := c.editPolicy(ctx, f.Edit); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			err := c.resetPolicy(ctx, livePolicy)
+			if err == nil && noWrites {
+				tr.Close(keyNoWrites, now())
+			}
+			return err
+		}, nil
+	case ForgedMarks:
+		return noUndo, c.forgeMarks(ctx, f.Cluster, f.Node)
+	}
+	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// kwokStarted is when the node's kwok process was last started.
+func (c *Campaign) kwokStarted(cluster, node string) (time.Time, error) {
+	st, err := c.lab.State()
+	if err != nil {
+		return time.Time{}, err
+	}
+	p := st.Proc(cluster + "/" + lab.CompKwok + "/" + node)
+	if p == nil || p.StartedAt.IsZero() {
+		return time.Time{}, fmt.Errorf("no start time of %s's kwok", node)
+	}
+	return p.StartedAt, nil
+}
+
+// waitMidAction polls, up to d, for fedfailover in the middle of an act: a
+// NodeRecovery between intent and finish, or an RSP off its baseline (a
+// shift, a make-before-break or a failback under way).
+func (c *Campaign) waitMidAction(ctx context.Context, d time.Duration) string {
+	what := "at the end of the wait (nothing in progress)"
+	_ = until(ctx, d, "fedfailover mid-action", func(ctx context.Context) (bool, string) {
+		var recs v1alpha1.NodeRecoveryList
+		if err := c.host.List(ctx, &recs); err == nil {
+			for _, r := range recs.Items {
+				if r.Status.Phase != v1alpha1.RecoveryPhaseFinished && r.Status.Phase != v1alpha1.RecoveryPhaseBlocked && r.Status.IntentAt != nil {
+					what = fmt.Sprintf("during the recovery of %s/%s (%s)", r.Spec.Cluster, r.Spec.Node, r.Status.Phase)
+					return true, ""
+				}
+			}
+		}
+		for w, base := range c.rspBaseline {
+			ns, name := splitKey(w)
+			var rsp fedschedv1a1.ReplicaSchedulingPreference
+			if err := c.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rsp); err == nil &&
+				!equalClusters(rsp.Spec.Clusters, base.Clusters) {
+				what = fmt.Sprintf("with RSP %s shifted to %s", w, weights(rsp.Spec.Clusters))
+				return true, ""
+			}
+		}
+		return false, ""
+	})
+	return what
+}
+
+// weights prints an RSP's clusters as name=weight, sorted.
+func weights(cs map[string]fedschedv1a1.ClusterPreferences) string {
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(cs)) {
+		out = append(out, fmt.Sprintf("%s=%d", n, cs[n].Weight))
+	}
+	return strings.Join(out, " ")
+}
+
+func equalClusters(a, b map[string]fedschedv1a1.ClusterPreferences) bool {
+	return maps.EqualFunc(a, b, func(x, y fedschedv1a1.ClusterPreferences) bool {
+		return x.Weight == y.Weight && ptr.Equal(x.MaxReplicas, y.MaxReplicas) && x.MinReplicas == y.MinReplicas
+	})
+}
+
+// rotateCredential issues a new token for the service account behind a
+// member's KubeFedCluster Secret and writes it into that Secret, as an
+// administrator rotating the credential does.
+func (c *Campaign) rotateCredential(ctx context.Context, member string) error {
+	var kfc fedv1b1.KubeFedCluster
+	if err := c.host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: member}, &kfc); err != nil {
+		return err
+	}
+	var secret corev1.Secret
+	if err := c.host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: kfc.Spec.SecretRef.Name}, &secret); err != nil {
+		return err
+	}
+	ns, sa, err := tokenSubject(string(secret.Data["token"]))
+	if err != nil {
+		return fmt.Errorf("secret %s: %w", secret.Name, err)
+	}
+	req := &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
+	acct := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}}
+	if err := c.clients[member].SubResource("token").Create(ctx, acct, req); err != nil {
+		return fmt.Errorf("token for %s/%s: %w", ns, sa, err)
+	}
+	patch := client.MergeFrom(secret.DeepCopy())
+	secret.Data["token"] = []byte(req.Status.Token)
+	return c.host.Patch(ctx, &secret, patch)
+}
+
+// tokenSubject reads the service account a token was issued for.
+func tokenSubject(token string) (ns, name string, err error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", "", fmt.Errorf("not a JWT")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", "", err
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if err := json.Unmarshal(raw, &claims); err != nil {
+		return "", "", err
+	}
+	rest, ok := strings.CutPrefix(claims.Sub, "system:serviceaccount:")
+	ns, name, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 {
+		return "", "", fmt.Errorf("subject %q is no service account", claims.Sub)
+	}
+	return ns, name, nil
+}
+
+// editPolicy changes the live policy as an administrator might mid-incident.
+func (c *Campaign) editPolicy(ctx context.Context, edit string) error {
+	var p v1alpha1.FailoverPolicy
+	if err := c.host.Get(ctx, client.ObjectKey{Name: livePolicy}, &p); err != nil {
+		return err
+	}
+	if edit == EditDelete {
+		if err := c.host.Delete(ctx, &p); err != nil {
+			return err
+		}
+		return nil
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	switch edit {
+	case EditDryRun:
+		p.Spec.DryRun = true
+	case EditPause:
+		p.Spec.Paused = true
+	case EditSelector:
+		// A selector no member matches: the policy governs nothing.
+		p.Spec.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"chaos.fedfailover.io/none": "true"}}
+	default:
+		return fmt.Errorf("unknown edit %q", edit)
+	}
+	return c.host.Patch(ctx, &p, patch)
+}
+
+// resetPolicy brings a policy back to its spec at setup (policyBaseline):
+// recreated when deleted (after its finalizers let it go), its spec
+// restored otherwise. The baseline is the spec as the API server stored it,
+// defaults included: a policy re-created from its manifest decoded into Go
+// would carry every omitted boolean as an explicit false, so both jobs
+// would come back disabled (and every later run would prove nothing).
+func (c *Campaign) resetPolicy(ctx context.Context, name string) error {
+	want, ok := c.policyBaseline[name]
+	if !ok {
+		return fmt.Errorf("no baseline for policy %s", name)
+	}
+	return until(ctx, 3*time.Minute, "policy "+name+" restored", func(ctx context.Context) (bool, string) {
+		var p v1alpha1.FailoverPolicy
+		err := c.host.Get(ctx, client.ObjectKey{Name: name}, &p)
+		switch {
+		case apierrors.IsNotFound(err):
+			fresh := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: *want.DeepCopy()}
+			err = c.host.Create(ctx, fresh)
+			return err == nil, fmt.Sprint(err)
+		case err != nil:
+			return false, err.Error()
+		case p.DeletionTimestamp != nil:
+			return false, "still being deleted (finalizers " + strings.Join(p.Finalizers, ",") + ")"
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec = *want.DeepCopy()
+		err = c.host.Patch(ctx, &p, patch)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// forgeMarks writes fedfailover's old recovery annotations onto a Node, as
+// anyone with Node write access could: a claim that the node was fenced and
+// acted on. fedfailover must treat them as hints, never as authority.
+func (c *Campaign) forgeMarks(ctx context.Context, member, node string) error {
+	cl := c.clients[member]
+	var n corev1.Node
+	if err := cl.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	maps.Copy(n.Annotations, contract.NodeMarks{LostSince: time.Now().Add(-time.Minute), FencedBy: "MachineInfrastructureDeleted",
+		FencedAt: time.Now().Add(-30 * time.Second), Action: v1alpha1.RecoveryMethodForceDelete, TaintedByUs: true,
+		Claims: []string{dbNamespace + "/" + lab.VolumeTemplateName + "-" + dbName + "-0"}}.Annotations())
+	return cl.Patch(ctx, &n, patch)
+}

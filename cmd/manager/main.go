@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fedfailover/fedfailover/controllers"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
-	"github.com/fedfailover/fedfailover/controllers"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 

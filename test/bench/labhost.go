@@ -9,9 +9,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/test/paths"
-	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
 // labHost installs the FailoverPolicy CRD in the lab host and returns the

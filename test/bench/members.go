@@ -26,10 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
-	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
-
 
 // memberRow is one line of the members benchmark, as written to BENCH_JSON.
 type memberRow struct {

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/controllers"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // benchOperator is fedfailover running in the benchmark process, wired by

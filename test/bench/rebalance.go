@@ -25,8 +25,8 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/controllers"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // The rebalance benchmark's federation: the workload is spread 1:1 over two

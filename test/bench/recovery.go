@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/controllers"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // The recovery benchmark's federation: one member with enough nodes that a

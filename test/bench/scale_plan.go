@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-
 )
 
 // scalePlanCmd computes the capacity plan from two scale runs' JSON.

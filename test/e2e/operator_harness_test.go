@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fedfailover/fedfailover/controllers"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
-	"github.com/fedfailover/fedfailover/controllers"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 

@@ -99,4 +99,3 @@ func StartDetached(dir string, args []string) error {
 		}
 	}
 }
-

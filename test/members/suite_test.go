@@ -36,8 +36,8 @@ import (
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fedfailover/fedfailover/test/paths"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/paths"
 	"github.com/fedfailover/fedfailover/test/testenv"
 )
 

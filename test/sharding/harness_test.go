@@ -32,9 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/test/managerproc"
-	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
 // Shard Lease timings of the lab tests: a dead replica's members move after

@@ -23,8 +23,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
-	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/test/lab"
+	"github.com/fedfailover/fedfailover/test/poll"
 )
 
 func splitKey(k string) (string, string) {
@@ -234,25 +235,15 @@ func (c *Campaign) memberConverged(ctx context.Context, m string) (bool, string)
 	return true, ""
 }
 
-// until polls cond every 500ms until it holds or timeout passes.
+// until polls cond every 500ms until it holds or timeout passes; one slow
+// read gets 10 s and does not use up the whole wait.
 func until(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := ""
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-		ok, why := cond(rctx)
-		rcancel()
-		if ok {
-			return nil
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: not reached within %s: %s", what, timeout, last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	_, err := poll.Until(ctx, timeout, 500*time.Millisecond, what, poll.Reason(func(ctx context.Context) (bool, string) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return cond(rctx)
+	}))
+	return err
 }
 
 // policyDrift names the parts of a policy's spec that differ from its

@@ -22,6 +22,7 @@ import (
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/test/paths"
+	"github.com/fedfailover/fedfailover/test/poll"
 )
 
 const (
@@ -56,26 +57,8 @@ spec:
 
 // until polls cond every 250ms until it holds or timeout passes.
 func until(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("%s: not reached within %s (last error: %w)", what, timeout, last)
-			}
-			return fmt.Errorf("%s: not reached within %s", what, timeout)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	_, err := poll.Until(ctx, timeout, 250*time.Millisecond, what, poll.Retrying(cond))
+	return err
 }
 
 func (d *demo) client(cluster string) (client.Client, error) {

@@ -11,28 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/test/poll"
 )
 
-// eventually polls cond every interval until it returns true or the
-// deadline passes, then fails the test with the last reason given.
+// eventually polls cond every 500ms until it returns true or the deadline
+// passes, then fails the test with the last reason given.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	last := ""
-	for {
-		ok, why := cond(ctx)
-		if ok {
-			return time.Since(start)
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return poll.T(t, timeout, 500*time.Millisecond, what, poll.Reason(cond))
 }
 
 // holds checks cond every interval for the whole window and fails as soon

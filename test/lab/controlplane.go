@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/fedfailover/fedfailover/test/poll"
 )
 
 func (l *Lab) bin(name string) string { return filepath.Join(l.opts.BinDir, name) }
@@ -238,24 +240,6 @@ func (l *Lab) restartProc(ctx context.Context, key string, check func(context.Co
 // pollUntil calls cond every `every` until it is true or the timeout (or
 // ctx) ends; the error then carries cond's last error.
 func pollUntil(ctx context.Context, timeout, every time.Duration, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		ok, err := cond(ctx)
-		if ok {
-			return nil
-		}
-		if err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("timed out after %s: %w", timeout, last)
-			}
-			return fmt.Errorf("timed out after %s", timeout)
-		case <-time.After(every):
-		}
-	}
+	_, err := poll.Until(ctx, timeout, every, "the condition", poll.Retrying(cond))
+	return err
 }

@@ -1,17 +1,12 @@
 package lab
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Isolation is a network namespace for a process under test (the manager)
@@ -102,54 +97,13 @@ func (i *Isolation) Close() error {
 	return nil
 }
 
-// listenInside opens a listening socket in the namespace: a socket belongs
-// to the namespace of the thread that creates it, so one locked OS thread
-// enters the namespace, listens and leaves. The thread is not returned to
-// the runtime if it cannot leave.
+// listenInside opens a listening socket in the namespace.
 func (i *Isolation) listenInside(addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
+	ln, err := inNetns(i.Name, func() (net.Listener, error) { return net.Listen("tcp", addr) })
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s in %s: %w", addr, i.Name, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		back, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("opening own network namespace: %w", err)}
-			return
-		}
-		defer func() { _ = back.Close() }()
-		target, err := os.Open("/run/netns/" + i.Name)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("opening network namespace %s: %w", i.Name, err)}
-			return
-		}
-		defer func() { _ = target.Close() }()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("entering network namespace %s: %w", i.Name, err)}
-			return
-		}
-		ln, lerr := net.Listen("tcp", addr)
-		if err := unix.Setns(int(back.Fd()), unix.CLONE_NEWNET); err != nil {
-			// Stay locked: this thread must never run other goroutines.
-			ch <- result{ln: ln, err: errors.Join(lerr, fmt.Errorf("leaving network namespace %s: %w", i.Name, err))}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{ln: ln, err: lerr}
-	}()
-	r := <-ch
-	if r.err != nil {
-		if r.ln != nil {
-			_ = r.ln.Close()
-		}
-		return nil, fmt.Errorf("listening on %s in %s: %w", addr, i.Name, r.err)
-	}
-	return r.ln, nil
+	return ln, nil
 }
 
 // link forwards one address; dials happen in the lab's own namespace.

@@ -38,6 +38,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/paths"
+	"github.com/fedfailover/fedfailover/test/poll"
 	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
@@ -337,17 +338,7 @@ func must(t testing.TB, err error) {
 // passes, then fails with cond's last error.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.T(t, timeout, 50*time.Millisecond, what, poll.NoError(cond))
 }
 
 // tokens remembers every member token a test created, for the log check.

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -35,6 +33,7 @@ import (
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/test/managerproc"
+	poller "github.com/fedfailover/fedfailover/test/poll"
 )
 
 // Shard Lease timings of the lab tests: a dead replica's members move after
@@ -117,7 +116,7 @@ func (f *fixture) startReplica(name string, iso *lab.Isolation) *replica {
 	r := &replica{name: name, iso: iso, metrics: freePort(t), log: filepath.Join(f.logDir, name+".log"),
 		http: &http.Client{Timeout: 2 * time.Second}}
 	if iso != nil {
-		r.http.Transport = &http.Transport{DialContext: dialInside(iso.Name)}
+		r.http.Transport = &http.Transport{DialContext: lab.DialInside(iso.Name)}
 	}
 	args := []string{"--kubeconfig=" + f.st.Cluster(lab.HostName).Kubeconfig, "--kubefed-namespace=" + lab.KubefedNS,
 		"--leader-elect", "--leader-election-namespace=" + f.ns,
@@ -358,22 +357,7 @@ func (f *fixture) holders(ctx context.Context) (map[string]string, error) {
 // took.
 func poll(t *testing.T, timeout, every time.Duration, what string, cond func(ctx context.Context) (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	last := ""
-	for {
-		ok, why := cond(ctx)
-		if ok {
-			return time.Since(start)
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		case <-time.After(every):
-		}
-	}
+	return poller.T(t, timeout, every, what, poller.Reason(cond))
 }
 
 // createPolicy creates a FailoverPolicy with node recovery for every member
@@ -649,59 +633,6 @@ func freePort(t *testing.T) string {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
-}
-
-// dialInside dials from inside the network namespace netns, where an
-// isolated replica serves its metrics: a socket belongs to the namespace of
-// the thread that creates it, so one locked thread enters, dials and
-// leaves. A thread that cannot leave stays locked and ends with its
-// goroutine.
-func dialInside(netns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread()
-			back, err := os.Open("/proc/thread-self/ns/net")
-			if err != nil {
-				runtime.UnlockOSThread()
-				ch <- result{err: err}
-				return
-			}
-			defer func() { _ = back.Close() }()
-			target, err := os.Open("/run/netns/" + netns)
-			if err != nil {
-				runtime.UnlockOSThread()
-				ch <- result{err: err}
-				return
-			}
-			defer func() { _ = target.Close() }()
-			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-				runtime.UnlockOSThread()
-				ch <- result{err: fmt.Errorf("entering %s: %w", netns, err)}
-				return
-			}
-			var d net.Dialer
-			c, derr := d.DialContext(ctx, network, addr)
-			if err := unix.Setns(int(back.Fd()), unix.CLONE_NEWNET); err != nil {
-				ch <- result{c: c, err: errors.Join(derr, fmt.Errorf("leaving %s: %w", netns, err))}
-				return
-			}
-			runtime.UnlockOSThread()
-			ch <- result{c: c, err: derr}
-		}()
-		r := <-ch
-		if r.err != nil {
-			if r.c != nil {
-				_ = r.c.Close()
-			}
-			return nil, r.err
-		}
-		return r.c, nil
-	}
 }
 
 func tail(s string, n int) string {

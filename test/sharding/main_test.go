@@ -8,19 +8,13 @@
 package sharding
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/test/managerproc"
@@ -40,81 +34,22 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctrllog.SetLogger(logr.Discard())
-	binDir := os.Getenv("LAB_BIN_DIR")
-	if binDir == "" {
-		binDir = lab.DefaultBinDir()
-	}
-	// Fail loudly, never skip, when the lab binaries are missing.
-	if err := lab.CheckBinaries(binDir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: the sharding lab tests need the lab binaries:", err)
-		return 1
-	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "FAIL: the sharding lab tests need root (a replica runs in a network namespace)")
-		return 1
-	}
-	root, err := paths.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "fedfailover-sharding-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if managerBin, err = managerproc.Build(root, dir); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
-	}
-	start := time.Now()
-	l, err := lab.Up(context.Background(), lab.Options{
-		Dir: filepath.Join(dir, "lab"), BinDir: binDir, Members: labMembers, Nodes: labNodes, AuditLog: true,
-		Logf: func(f string, a ...any) {
-			fmt.Printf("%s "+f+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	os.Exit(lab.RunTestMain(m, lab.MainOptions{
+		Name: "sharding", NeedRoot: true, KeepDirOnFailure: true,
+		Lab: lab.Options{Members: labMembers, Nodes: labNodes, AuditLog: true},
+		Setup: func(l *lab.Lab, dir string) error {
+			theLab = l
+			root, err := paths.RepoRoot()
+			if err != nil {
+				return err
+			}
+			if managerBin, err = managerproc.Build(root, dir); err != nil {
+				return err
+			}
+			return installCRDs(root)
 		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL: lab did not start:", err)
-		return 1
-	}
-	theLab = l
-	fmt.Printf("lab of %d members x %d nodes ready in %.1fs\n", labMembers, labNodes, time.Since(start).Seconds())
-	// Tear down on interrupt too: the lab must not outlive the test binary.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		fmt.Fprintln(os.Stderr, "interrupted: tearing the lab down")
-		_ = l.Down(context.Background())
-		os.Exit(2)
-	}()
-	code := 1
-	if err := installCRDs(root); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-	} else {
-		code = m.Run()
-	}
-	if code != 0 {
-		fmt.Println("--- lab diagnosis after a failure ---")
-		l.Diagnose(os.Stdout, 40)
-		keepAuditLogs(filepath.Join(dir, "audit"))
-	}
-	if err := l.Down(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "lab teardown:", err)
-		code = 1
-	}
-	if code == 0 {
-		_ = os.RemoveAll(dir)
-	} else {
-		fmt.Println("audit and manager logs kept in", dir)
-	}
-	return code
+		OnFailure: func(_ *lab.Lab, dir string) { keepAuditLogs(filepath.Join(dir, "audit")) },
+	}))
 }
 
 // installCRDs installs fedfailover's CRDs in the lab host.

@@ -25,6 +25,7 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/lab"
+	poller "github.com/fedfailover/fedfailover/test/poll"
 )
 
 func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
@@ -165,15 +166,5 @@ func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
 
 func poll(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	poller.T(t, timeout, 200*time.Millisecond, what, poller.NoError(cond))
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -79,23 +78,13 @@ transforms. Targets: <= 50 MB per 10,000 cached pods, sync <= 10 s at 2,000 node
 
 func runMembersBench(ctx context.Context, cmd *cobra.Command, sizes []int, podsPerNode, runs int, dir string) (err error) {
 	out := cmd.OutOrStdout()
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
-			return err
-		}
-		defer func() { _ = os.RemoveAll(dir) }()
-	}
-	progress := func(format string, args ...any) { fmt.Fprintf(out, "==> "+format+"\n", args...) }
+	progress := func(format string, args ...any) { progress(out, format, args...) }
 	progress("starting the lab (host + 1 member)")
-	l, err := lab.Up(ctx, lab.Options{Dir: filepath.Join(dir, "lab"), Members: 1, Nodes: 1, Logf: func(string, ...any) {}})
+	l, down, err := upLab(ctx, dir, lab.Options{Members: 1, Nodes: 1}, progress)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if derr := l.Down(context.Background()); derr != nil && err == nil {
-			err = derr
-		}
-	}()
+	defer downWith(&err, down)
 	const memberName = "member1"
 	self, err := os.Executable()
 	if err != nil {

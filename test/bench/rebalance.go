@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -137,12 +136,6 @@ type rbBench struct {
 }
 
 func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err error) {
-	if o.dir == "" {
-		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
-			return err
-		}
-		defer func() { _ = os.RemoveAll(o.dir) }()
-	}
 	b := &rbBench{out: out, o: o}
 	timings := os.Getenv(lab.KubefedTimingsEnv)
 	if timings == "" {
@@ -150,20 +143,15 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 	}
 	b.timings = timings
 	b.progress("starting the lab (host + 2 members, 3 nodes each, kubefed at %s timings)", timings)
-	start := time.Now()
-	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 2, Nodes: 3, KubefedTimings: timings,
+	var down func() error
+	b.l, down, err = upLab(ctx, o.dir, lab.Options{Members: 2, Nodes: 3, KubefedTimings: timings,
 		// A loaded machine starts API servers slowly; the figures measured
 		// later do not include the start.
-		StartTimeout: 3 * time.Minute, Logf: func(string, ...any) {}})
+		StartTimeout: 3 * time.Minute}, b.progress)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if derr := b.l.Down(context.Background()); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	b.progress("lab up in %s", time.Since(start).Round(time.Second))
+	defer downWith(&err, down)
 	if err := b.connectHost(); err != nil {
 		return err
 	}
@@ -217,9 +205,7 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 	return b.report(all, o.runs)
 }
 
-func (b *rbBench) progress(format string, args ...any) {
-	fmt.Fprintf(b.out, "==> "+format+"\n", args...)
-}
+func (b *rbBench) progress(format string, args ...any) { progress(b.out, format, args...) }
 
 // connectHost installs the FailoverPolicy CRD in the lab host and makes a
 // client that knows fedfailover's types.
@@ -540,18 +526,7 @@ func (b *rbBench) readyTotal(ctx context.Context, ns, down string) (total int32,
 }
 
 func (b *rbBench) memberReplicas(ctx context.Context, cluster, ns string) (spec, ready int32, err error) {
-	cl, err := b.l.Client(cluster)
-	if err != nil {
-		return 0, 0, err
-	}
-	d := &appsv1.Deployment{}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbWorkload}, d); err != nil {
-		return 0, 0, err
-	}
-	if d.Spec.Replicas != nil {
-		spec = *d.Spec.Replicas
-	}
-	return spec, d.Status.ReadyReplicas, nil
+	return b.l.DeploymentReplicas(ctx, cluster, ns, rbWorkload)
 }
 
 // unschedulableSince is the earliest Unschedulable transition of the

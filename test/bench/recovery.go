@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -131,25 +130,13 @@ type rcBench struct {
 }
 
 func runRecoveryBench(ctx context.Context, out io.Writer, o rcOptions) (err error) {
-	if o.dir == "" {
-		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-"); err != nil {
-			return err
-		}
-		defer func() { _ = os.RemoveAll(o.dir) }()
-	}
 	b := &rcBench{out: out, o: o}
 	b.progress("starting the lab (host + 1 member, %d nodes, kubefed)", o.nodes)
-	start := time.Now()
-	b.l, err = lab.Up(ctx, lab.Options{Dir: filepath.Join(o.dir, "lab"), Members: 1, Nodes: o.nodes, Logf: func(string, ...any) {}})
-	if err != nil {
+	var down func() error
+	if b.l, down, err = upLab(ctx, o.dir, lab.Options{Members: 1, Nodes: o.nodes}, b.progress); err != nil {
 		return err
 	}
-	defer func() {
-		if derr := b.l.Down(context.Background()); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	b.progress("lab up in %s", time.Since(start).Round(time.Second))
+	defer downWith(&err, down)
 	if err := b.connect(); err != nil {
 		return err
 	}
@@ -195,9 +182,7 @@ func runRecoveryBench(ctx context.Context, out io.Writer, o rcOptions) (err erro
 	return b.report(runs, base)
 }
 
-func (b *rcBench) progress(format string, args ...any) {
-	fmt.Fprintf(b.out, "==> "+format+"\n", args...)
-}
+func (b *rcBench) progress(format string, args ...any) { progress(b.out, format, args...) }
 
 // connect installs the FailoverPolicy CRD in the lab host and makes the
 // host and member clients.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -191,6 +190,7 @@ func scPolicySpec(notReadyFor time.Duration) v1alpha1.FailoverPolicySpec {
 
 func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) {
 	if o.dir == "" {
+		// The manager binary is built next to the lab: the folder is the run's.
 		if o.dir, err = os.MkdirTemp("", "fedfailover-bench-scale-"); err != nil {
 			return err
 		}
@@ -199,22 +199,17 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 	b := &scBench{out: out, o: o, started: time.Now()}
 	labNodes := labNodesPerMember(o.powerOffs, o.members)
 	b.progress("starting the lab (host + %d members, %d lab nodes each, kubefed)", o.members, labNodes)
-	b.l, err = lab.Up(ctx, lab.Options{
-		Dir: filepath.Join(o.dir, "lab"), Members: o.members, Nodes: labNodes,
+	var down func() error
+	b.l, down, err = upLab(ctx, o.dir, lab.Options{
+		Members: o.members, Nodes: labNodes,
 		NodeCPU: scNodeCPU, NodePods: scNodePods, NodeMonitorGracePeriod: scGrace,
 		// Many control planes share the machine's cores while they start.
 		StartTimeout: 3 * time.Minute,
-		Logf:         func(string, ...any) {},
-	})
+	}, b.progress)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if derr := b.l.Down(context.Background()); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	b.progress("lab up in %s", time.Since(b.started).Round(time.Second))
+	defer downWith(&err, down)
 	r := b.newResult()
 	if err := b.populate(ctx, r); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,18 +68,7 @@ func federatedWorkload(t *testing.T, ns, name string, total int) {
 
 // memberReplicas is a member Deployment's wanted and ready replicas.
 func memberReplicas(ctx context.Context, cluster, ns, name string) (spec, ready int32, err error) {
-	cl, err := theLab.Client(cluster)
-	if err != nil {
-		return 0, 0, err
-	}
-	d := &appsv1.Deployment{}
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
-		return 0, 0, err
-	}
-	if d.Spec.Replicas != nil {
-		spec = *d.Spec.Replicas
-	}
-	return spec, d.Status.ReadyReplicas, nil
+	return theLab.DeploymentReplicas(ctx, cluster, ns, name)
 }
 
 // split reports both members' wanted/ready replicas; ok when they match want.

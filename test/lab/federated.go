@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // FederatedDeploymentYAML is a namespace, its FederatedNamespace, a
@@ -71,4 +74,20 @@ spec:
 // every member of the lab.
 func (l *Lab) CreateFederatedDeployment(ctx context.Context, ns, name string, total int) error {
 	return l.ApplyYAML(ctx, HostName, FederatedDeploymentYAML(ns, name, total, l.Members()))
+}
+
+// DeploymentReplicas is a member Deployment's wanted and ready replicas.
+func (l *Lab) DeploymentReplicas(ctx context.Context, cluster, ns, name string) (spec, ready int32, err error) {
+	cl, err := l.Client(cluster)
+	if err != nil {
+		return 0, 0, err
+	}
+	d := &appsv1.Deployment{}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		return 0, 0, err
+	}
+	if d.Spec.Replicas != nil {
+		spec = *d.Spec.Replicas
+	}
+	return spec, d.Status.ReadyReplicas, nil
 }

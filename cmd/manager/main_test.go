@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/paths"
 	"github.com/fedfailover/fedfailover/test/testenv"
@@ -135,7 +136,7 @@ func TestManagerServes(t *testing.T) {
 		return nil
 	})
 	poll(t, 30*time.Second, "peer Lease written", func() error {
-		leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "failover.fedfailover.io/shard-peer=true"})
+		leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: contract.LabelShardPeer + "=true"})
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/defaults"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/shard"
@@ -33,8 +34,8 @@ import (
 const (
 	peerLeasePrefix   = "fedfailover-peer-"
 	memberLeasePrefix = "fedfailover-member-"
-	peerLabel         = "failover.fedfailover.io/shard-peer"
-	memberLabel       = "failover.fedfailover.io/shard-member"
+	peerLabel         = contract.LabelShardPeer
+	memberLabel       = contract.LabelShardMember
 )
 
 // ShardOptions shard members across manager replicas. Sharding is on when

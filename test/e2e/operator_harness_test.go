@@ -23,7 +23,7 @@ import (
 )
 
 // testOperator is the operator running in the test process against the lab
-// host, wired by internal/operator as cmd/manager wires it. Its logs are
+// host, wired by controllers.Setup as cmd/manager wires it. Its logs are
 // shown when the test fails.
 type testOperator struct {
 	t      *testing.T

@@ -77,6 +77,21 @@ func (s *sharedValues) strLocked(v string) string {
 	return c
 }
 
+// strList copies a short list of strings (a pod's finalizers) with shared
+// strings; nil stays nil, so pods without finalizers cost nothing.
+func (s *sharedValues) strList(v []string) []string {
+	if len(v) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(v))
+	for i := range v {
+		out[i] = s.strLocked(v[i])
+	}
+	return out
+}
+
 // strMap copies m with shared strings (values too if withValues); a value
 // equal to self (the object's name: hostname, pod-name labels) reuses self.
 func (s *sharedValues) strMap(m map[string]string, self string, withValues bool) map[string]string {

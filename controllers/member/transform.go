@@ -34,7 +34,9 @@ func trimMeta(m *metav1.ObjectMeta) {
 //
 //   - name, namespace, uid (force-delete precondition), resourceVersion,
 //     labels (workload and pod-scope selectors), ownerReferences (DaemonSet
-//     pods are not force-deleted), deletionTimestamp;
+//     pods are not force-deleted), deletionTimestamp and finalizers (a
+//     deleting pod a foreign finalizer holds is deleted once, then waited
+//     for, and the recovery goes on to its volume attachments);
 //   - spec.nodeName, the PVC and ephemeral volumes (claim tracking, without
 //     the claim template: an ephemeral claim is named <pod>-<volume>);
 //   - the pod's effective requests (capacity.PodRequests) as pod-level
@@ -64,6 +66,7 @@ func transformPod(obj any) (any, error) {
 			Generation:        p.Generation,
 			CreationTimestamp: p.CreationTimestamp,
 			DeletionTimestamp: p.DeletionTimestamp,
+			Finalizers:        shared.strList(p.Finalizers),
 			Labels:            shared.labels(p.Labels, p.Name),
 			OwnerReferences:   shared.owners(p.OwnerReferences),
 		},

@@ -121,7 +121,8 @@ type nodePass struct {
 	node *corev1.Node
 	in   planInput
 	plan plan
-	// failed ends the node's pass before it is decided or acted on.
+	// failed ends the node's pass early (settling or opening its record
+	// failed): nothing more is done for it, and the pass fails at its end.
 	failed error
 	// recordPending: its new record is not in the cache yet; nothing was
 	// done, and the node is looked at again in a second.

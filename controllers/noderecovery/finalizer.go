@@ -88,17 +88,3 @@ func (f *policyFinalizer) nodeReady(ctx context.Context, rec *v1alpha1.NodeRecov
 	}
 	return string(n.UID) == rec.Spec.NodeUID && nodecond.IsReady(n)
 }
-
-// ensureFinalizer puts the finalizer on the policy before its first record
-// exists, so that no record outlives the policy unnoticed.
-func ensureFinalizer(ctx context.Context, host client.Client, p *v1alpha1.FailoverPolicy) error {
-	if controllerutil.ContainsFinalizer(p, contract.FinalizerNodeRecovery) {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(p, contract.FinalizerNodeRecovery)
-	if err := host.Patch(ctx, p, patch); err != nil {
-		return fmt.Errorf("adding finalizer to policy %s: %w", p.Name, err)
-	}
-	return nil
-}

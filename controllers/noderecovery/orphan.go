@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/fencing"
@@ -34,6 +35,20 @@ func orphanNodes(v *memberView) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// reconcileOrphans handles, in name order, the deleted Nodes whose pods or
+// attachments remain.
+func (r *Reconciler) reconcileOrphans(ctx context.Context, v *memberView) []outcome {
+	var out []outcome
+	for _, name := range orphanNodes(v) {
+		st, after, err := r.reconcileOrphan(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("node", name)), v, name)
+		if err != nil {
+			err = fmt.Errorf("deleted node %s: %w", name, err)
+		}
+		out = append(out, outcome{status: st, after: after, err: err})
+	}
 	return out
 }
 

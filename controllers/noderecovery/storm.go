@@ -24,10 +24,6 @@ const (
 	ReasonStormEnded   = "StormEnded"
 )
 
-// The storm state of each member is its RecoveryGuard, on the host.
-// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=recoveryguards,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=failover.fedfailover.io,resources=recoveryguards/status,verbs=get;update;patch
-
 // errStaleGuard: the RecoveryGuard changed since it was read.
 var errStaleGuard = errors.New("RecoveryGuard changed since it was read")
 

@@ -5,12 +5,28 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
+
+// decideNode decides for one node of the view on the pass's clock reading:
+// pure, like everything in this file; acting on the plan is act.go's.
+func decideNode(v *memberView, n *corev1.Node, now time.Time, machineDeletionEnabled bool) (planInput, plan) {
+	in := planInput{Node: n, Record: v.records[n.Name], Sighting: v.sightings[n.Name],
+		Machine: v.machines[n.Name], MachineOwner: v.machineOwners[n.Name],
+		ServerMajor: v.major, ServerMinor: v.minor, Suspended: v.suspended, Hold: v.hold, Now: now,
+		MachineDeletionEnabled: machineDeletionEnabled}
+	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
+		// A node outside nodeSelector is treated as if no policy covered it:
+		// nothing new is started; a recovery already acted on is tracked.
+		in.Policy = v.policy.Spec.NodeRecovery
+	}
+	return in, decide(in)
+}
 
 // step is the one thing the reconciler does next for a node.
 type step string
@@ -215,4 +231,40 @@ func canRequestMachineDeletion(in planInput) bool {
 	m := in.Machine
 	return in.Policy.Fencing.RequestMachineDeletion && m != nil && m.DeletionTimestamp == nil &&
 		in.MachineOwner == "" && fencing.MachineOfNode(in.Node, m) == ""
+}
+
+// recorded is what a node's NodeRecovery record says was done, read once per
+// pass. It says what was done; it never authorizes a new destructive write.
+type recorded struct {
+	// Action is the method of the recorded intent; empty before any.
+	Action    v1alpha1.RecoveryMethod
+	FencedBy  string
+	IntentAt  time.Time
+	ActedAt   time.Time
+	Recovered time.Time
+	// LossAt is when fedfailover first saw the loss (host clock).
+	LossAt time.Time
+	Claims []string
+	// OwnsTaint is true only when fedfailover itself added the node's
+	// out-of-service taint: the intent was the taint method, no such taint was
+	// there before, and the record is fedfailover's own (not migrated).
+	OwnsTaint bool
+	Migrated  bool
+}
+
+// Acted is true once an intent was recorded: the action may have happened.
+func (m recorded) Acted() bool { return m.Action != "" }
+
+func recordedOf(rec *v1alpha1.NodeRecovery) recorded {
+	if rec == nil {
+		return recorded{}
+	}
+	st := rec.Status
+	m := recorded{Action: st.Method, FencedBy: st.Evidence, Claims: st.Claims, Migrated: st.Migrated,
+		IntentAt: timeOf(st.IntentAt), ActedAt: timeOf(st.ActedAt), Recovered: timeOf(st.RecoveredAt), LossAt: timeOf(st.ObservedAt)}
+	if st.IntentAt == nil {
+		m.Action = ""
+	}
+	m.OwnsTaint = m.Action == v1alpha1.RecoveryMethodOutOfServiceTaint && !st.TaintPreexisting && !st.Migrated
+	return m
 }

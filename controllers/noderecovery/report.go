@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,31 +43,6 @@ func decision(now time.Time, cluster, object, action, reason, msg string, dry bo
 		Action: action, Reason: reason, Message: policystatus.Truncate(msg, 512), DryRun: dry}
 }
 
-// maxNodeEventsPerPass caps the Events one pass writes to a member. They
-// are written after every node has been decided and acted on, one request
-// each behind the member's client rate limit: when a thousand nodes go
-// NotReady at once (seen at 3 x 2,000 x 10 on an overloaded lab), writing
-// them all held the member's pass, and so a taint due on the next one, for
-// tens of seconds. The rest are only logged: the FailoverPolicy's events
-// and decisions still say what happened to each node.
-const maxNodeEventsPerPass = 50
-
-// writeNodeEvents writes the pass's member Events, up to the cap.
-func (r *Reconciler) writeNodeEvents(ctx context.Context, v *memberView) {
-	log := ctrl.LoggerFrom(ctx)
-	for i, ev := range v.nodeEvents {
-		if i == maxNodeEventsPerPass {
-			log.Info("Events on member Nodes not written: more than the cap in one pass",
-				"written", maxNodeEventsPerPass, "skipped", len(v.nodeEvents)-maxNodeEventsPerPass)
-			break
-		}
-		if err := v.client.Create(ctx, ev); err != nil {
-			log.Error(err, "Writing event on member Node failed", "node", ev.InvolvedObject.Name)
-		}
-	}
-	v.nodeEvents = nil
-}
-
 // nodeEvent is a core/v1 Event about the member Node, written directly:
 // events are transitions only, so no broadcaster per member is needed.
 func (r *Reconciler) nodeEvent(v *memberView, n *corev1.Node, eventType, reason, action, msg string, now time.Time) *corev1.Event {
@@ -82,4 +59,63 @@ func (r *Reconciler) nodeEvent(v *memberView, n *corev1.Node, eventType, reason,
 		ReportingInstance:   reportingInstance,
 	}
 	return ev
+}
+
+// memberReport is the last pass's result for one member.
+type memberReport struct {
+	Policy       string
+	Recoveries   []v1alpha1.NodeRecoveryStatus
+	Storm        bool
+	StormMessage string
+	// TaintsLeft says, per node, why a taint fedfailover added is still there
+	// although it should go (node Ready, volume still attached; member not
+	// reachable).
+	TaintsLeft []string
+}
+
+// store hands the member passes' results to the policy status writer
+// (policystatus.Store, one entry per member), and remembers which per-node
+// transitions were already reported (events on transitions only).
+type store struct {
+	reports *policystatus.Store[string, memberReport]
+
+	mu   sync.Mutex
+	last map[string]string // cluster/node -> transition key
+}
+
+func newStore() *store {
+	return &store{reports: policystatus.NewStore[string](reportsEqual, 256), last: map[string]string{}}
+}
+
+func reportsEqual(a, b memberReport) bool { return reflect.DeepEqual(a, b) }
+
+// publish records a member's report under the policy that governs it.
+func (s *store) publish(cluster string, rep memberReport) { s.reports.Set(cluster, rep.Policy, rep) }
+
+// decide logs a decision under the policy that governed it.
+func (s *store) decide(policy string, d v1alpha1.Decision) { s.reports.Decide(policy, d) }
+
+// changed records key as the node's last reported transition and says
+// whether it differs from the one before.
+func (s *store) changed(cluster, node, key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := cluster + "/" + node
+	if s.last[k] == key {
+		return false
+	}
+	s.last[k] = key
+	return true
+}
+
+// transition records key without asking.
+func (s *store) transition(cluster, node, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := cluster + "/" + node
+	if key == "" {
+		delete(s.last, k)
+		return
+	}
+	s.last[k] = key
 }

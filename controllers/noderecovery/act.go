@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -39,10 +40,32 @@ const (
 	transitionDryRunMachineGone = "DryRunMachine"
 )
 
-func (r *Reconciler) dryRun(v *memberView) bool { return v.policy != nil && v.policy.Spec.DryRun }
-
-// paused: the governing policy stops every write to the member at once.
-func (r *Reconciler) paused(v *memberView) bool { return v.policy != nil && v.policy.Spec.Paused }
+// actOn carries out one node's plan. A loss is recorded before anything is
+// done about it (its NodeRecovery record, owned by the policy); then the
+// plan's step runs (apply).
+func (r *Reconciler) actOn(ctx context.Context, v *memberView, np *nodePass) {
+	if np.failed != nil {
+		return
+	}
+	n, p := np.node, &np.plan
+	if np.in.Record == nil && p.Phase != "" && v.policy != nil {
+		rec, err := r.openRecord(ctx, v, n, np.in.Machine, np.in.Sighting, p)
+		if errors.Is(err, errRecordNotSeenYet) {
+			np.recordPending = true
+			return
+		}
+		if err != nil {
+			np.failed = err
+			return
+		}
+		v.records[n.Name] = rec
+	}
+	p.record = v.records[n.Name]
+	np.after, np.err = r.apply(ctx, v, n, p)
+	if p.taintLeft != "" {
+		v.taintsLeft = append(v.taintsLeft, p.taintLeft)
+	}
+}
 
 // apply carries out the plan's step; it may advance p (phase, message).
 func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
@@ -102,6 +125,76 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 	return 0, nil
 }
 
+// cleanup closes the record of a node that is Ready again (or ran again
+// since the loss), first removing the out-of-service taint if, and only if,
+// fedfailover added it (the record says so; nothing on the member does).
+func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+	ours := p.Rec.OwnsTaint && len(withoutTaint(n.Spec.Taints)) != len(n.Spec.Taints)
+	msg := p.Message
+	if ours {
+		// The KEP's advice: remove the taint only once the volumes released
+		// through it are detached from the node, else a pod of the returning
+		// node could start on a volume another node now writes.
+		pv, err := r.trackedAttachment(ctx, v, n.Name, p.Rec.Claims)
+		if err != nil {
+			return 0, err
+		}
+		if pv != "" {
+			p.Phase = v1alpha1.RecoveryPhaseRecovering
+			p.Message = fmt.Sprintf("%s; the out-of-service taint stays while volume %s of a tracked claim is still attached to the node", p.Message, pv)
+			p.taintLeft = fmt.Sprintf("taint on node %s of member %s could not be removed yet: volume %s of a tracked claim is still attached to it", n.Name, v.cluster, pv)
+			return taintRemovalRecheck, nil
+		}
+		upd := n.DeepCopy()
+		upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
+		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("removing the out-of-service taint: %w", err)
+		}
+		msg += "; out-of-service taint added by fedfailover removed"
+	} else if p.Rec.Acted() && hasOutOfServiceTaint(n.Spec.Taints) {
+		msg += "; the out-of-service taint stays: fedfailover did not add it (or cannot prove it did), so only its owner removes it"
+	}
+	if p.record != nil {
+		if err := r.finishRecord(ctx, p.record, p.Finish, msg); err != nil {
+			return 0, err
+		}
+	}
+	p.Phase, p.Step = "", stepNone
+	if p.Rec.Acted() && p.Rec.Recovered.IsZero() {
+		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Rec.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
+	}
+	if p.Rec.Acted() {
+		r.report(ctx, v, n, corev1.EventTypeNormal, ReasonNodeReturned, "Cleanup", msg)
+	}
+	return 0, nil
+}
+
+// taintRemovalRecheck bounds the wait for a detach; attachments are
+// watched, so a detach usually brings the next pass sooner.
+const taintRemovalRecheck = 5 * time.Second
+
+// trackedAttachment names a PersistentVolume of a tracked claim that is
+// still attached to the node ("" when none is).
+func (r *Reconciler) trackedAttachment(ctx context.Context, v *memberView, node string, claims []string) (string, error) {
+	if len(v.vas[node]) == 0 {
+		return "", nil
+	}
+	attached := map[string]bool{}
+	for _, va := range v.vas[node] {
+		attached[attachmentPV(va)] = true
+	}
+	for _, claim := range claims {
+		pv, err := claimVolume(ctx, v.client, claim)
+		if err != nil {
+			return "", err
+		}
+		if pv != "" && attached[pv] {
+			return pv, nil
+		}
+	}
+	return "", nil
+}
+
 // act records the intent, then acts, then records the action: a restart
 // between any two steps finds the intent and (with a fencing verdict
 // computed again) completes the action, or drops it. The taint patch is
@@ -149,6 +242,121 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method),
 		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Verdict.Message()))
 	return r.forceDelete(ctx, v, n, p, true)
+}
+
+// confirmFenced re-reads the Node from the member's API server and its
+// Machine from the host's, and runs the fencing verdict again, right before a
+// destructive write. The caches can lag (the node may be Ready again, its
+// Machine replaced, the Node re-created under the same name), and the write
+// needs proof from now, for the same Node (UID) and the same Machine (UID,
+// nodeRef). cached is the Node the pass decided on (nil for a deleted Node),
+// s when its Ready condition was first seen; the live Node is returned.
+func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node, s sighting) (*corev1.Node, error) {
+	if v.policy == nil {
+		return nil, &errNotProvenLive{why: "no policy governs the member"}
+	}
+	if !r.members.HoldsMember(v.cluster) {
+		return nil, notHolding(v.cluster)
+	}
+	live, err := r.liveNode(ctx, v, name, cached)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.liveMachine(ctx, v.machines[name], name)
+	if err != nil {
+		return nil, err
+	}
+	res := fencing.Verdict(fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
+		LostSince: s.lossAt, SilentSince: liveConditionSeen(live, s, r.now()), Now: r.now()})
+	if !res.Fenced {
+		return nil, &errNotProvenLive{why: res.Message()}
+	}
+	return live, nil
+}
+
+// errNotProvenLive stops a destructive write whose proof did not hold when
+// re-read from the API servers; the next pass decides again.
+type errNotProvenLive struct{ why string }
+
+func (e *errNotProvenLive) Error() string { return "not proven fenced on a live read: " + e.why }
+
+// notHolding: with members sharded across replicas, only the holder of a
+// member's Lease writes to it.
+func notHolding(cluster string) error {
+	return &errNotProvenLive{why: fmt.Sprintf("this replica does not hold member %s's lease", cluster)}
+}
+
+// liveConditionSeen is when the live Node's Ready condition was first seen:
+// the sighting's time if it is the condition the pass decided on, else now
+// (a condition never seen before has lasted no time yet).
+func liveConditionSeen(live *corev1.Node, s sighting, now time.Time) time.Time {
+	c := nodecond.Ready(live)
+	if c == nil || c.Status != s.status || !c.LastTransitionTime.Time.Equal(s.since) || s.condAt.IsZero() {
+		return now
+	}
+	return s.condAt
+}
+
+// liveNode re-reads the Node from the member's API server; nil when it is
+// gone. It must be the Node the pass decided on: same UID, or still absent
+// when cached is nil (a deleted Node).
+func (r *Reconciler) liveNode(ctx context.Context, v *memberView, name string, cached *corev1.Node) (*corev1.Node, error) {
+	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	if err != nil {
+		return nil, err
+	}
+	live := &corev1.Node{}
+	switch err := uncached.Get(ctx, client.ObjectKey{Name: name}, live); {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return nil, fmt.Errorf("reading node %s live: %w", name, err)
+	}
+	switch {
+	case cached == nil && live != nil:
+		return nil, &errNotProvenLive{why: fmt.Sprintf("a Node named %s exists again (uid %s)", name, live.UID)}
+	case cached != nil && live == nil:
+		return nil, &errNotProvenLive{why: fmt.Sprintf("node %s was deleted since it was read", name)}
+	case cached != nil && live.UID != cached.UID:
+		return nil, &errNotProvenLive{why: fmt.Sprintf("node %s was re-created (uid %s, decided on %s)", name, live.UID, cached.UID)}
+	}
+	return live, nil
+}
+
+// liveMachine re-reads the cached Machine of node from the host API server;
+// nil when there was none or it is gone. A different Machine under the same
+// name, or one that now names another node, is not this node's.
+func (r *Reconciler) liveMachine(ctx context.Context, cached *clusterv1.Machine, node string) (*clusterv1.Machine, error) {
+	if cached == nil {
+		return nil, nil
+	}
+	m := &clusterv1.Machine{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading Machine %s/%s live: %w", cached.Namespace, cached.Name, err)
+	}
+	if m.UID != cached.UID || (m.Status.NodeRef.Name != "" && m.Status.NodeRef.Name != node) {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// notProven turns a failed live confirmation into a Blocked recovery (and
+// an event on the transition); other errors fail the pass.
+func (r *Reconciler) notProven(ctx context.Context, v *memberView, n *corev1.Node, p *plan, err error) (time.Duration, error) {
+	var np *errNotProvenLive
+	if !errors.As(err, &np) {
+		return 0, err
+	}
+	p.Phase = v1alpha1.RecoveryPhaseBlocked
+	p.Step = stepNone
+	p.Message = "nothing deleted: " + np.Error()
+	if r.store.changed(v.cluster, n.Name, transitionBlocked) {
+		r.report(ctx, v, n, corev1.EventTypeWarning, ReasonFencingBlocked, "Block", p.Message)
+	}
+	return forceDeleteRecheck, nil
 }
 
 // forceDelete deletes the node's in-scope pods with grace period 0 and, for
@@ -221,16 +429,48 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 	return after, nil
 }
 
+// stillOrphan re-reads, before each delete of a deleted Node's pods or
+// attachments, that no Node of that name exists: a replacement registering
+// under the same name would run those pods, and the first check of the pass
+// is milliseconds to seconds old by the last delete. For a Node that exists
+// it is a no-op (the Node's UID was checked live once, its pods carry
+// preconditions).
+func (r *Reconciler) stillOrphan(ctx context.Context, v *memberView, n *corev1.Node) error {
+	if n.UID != "" {
+		return nil
+	}
+	_, err := r.liveNode(ctx, v, n.Name, nil)
+	return err
+}
+
+// finalizerRecheck is the back-off while pods wait for their finalizers;
+// pod updates are watched, so a removed finalizer brings the next pass.
+const finalizerRecheck = 10 * time.Second
+
+// splitHeld separates pods that are deleting and held by finalizers.
+func splitHeld(pods []*corev1.Pod) (toDelete, held []*corev1.Pod) {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
+			held = append(held, p)
+		} else {
+			toDelete = append(toDelete, p)
+		}
+	}
+	return toDelete, held
+}
+
+// describeHeld names each held pod and its finalizers, for status.
+func describeHeld(held []*corev1.Pod) string {
+	parts := make([]string, 0, len(held))
+	for _, p := range held {
+		parts = append(parts, fmt.Sprintf("finalizer %s on pod %s/%s", strings.Join(p.Finalizers, ","), p.Namespace, p.Name))
+	}
+	return strings.Join(parts, "; ")
+}
+
 func ownedByDaemonSet(p *corev1.Pod) bool {
 	// A DaemonSet recreates its pod on the same node: deleting it is churn.
 	return slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" })
-}
-
-func attachmentPV(va *storagev1.VolumeAttachment) string {
-	if va.Spec.Source.PersistentVolumeName == nil {
-		return ""
-	}
-	return *va.Spec.Source.PersistentVolumeName
 }
 
 // volumesInUse returns the PVs of the pods still on the node (out of scope):
@@ -265,6 +505,13 @@ func claimVolume(ctx context.Context, c client.Reader, claim string) (string, er
 		return "", fmt.Errorf("getting claim %s: %w", claim, err)
 	}
 	return pvc.Spec.VolumeName, nil
+}
+
+func attachmentPV(va *storagev1.VolumeAttachment) string {
+	if va.Spec.Source.PersistentVolumeName == nil {
+		return ""
+	}
+	return *va.Spec.Source.PersistentVolumeName
 }
 
 // track checks the replacements of a node acted on and records, once, that
@@ -352,76 +599,6 @@ func podReady(p *corev1.Pod) bool {
 	})
 }
 
-// cleanup closes the record of a node that is Ready again (or ran again
-// since the loss), first removing the out-of-service taint if, and only if,
-// fedfailover added it (the record says so; nothing on the member does).
-func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
-	ours := p.Rec.OwnsTaint && len(withoutTaint(n.Spec.Taints)) != len(n.Spec.Taints)
-	msg := p.Message
-	if ours {
-		// The KEP's advice: remove the taint only once the volumes released
-		// through it are detached from the node, else a pod of the returning
-		// node could start on a volume another node now writes.
-		pv, err := r.trackedAttachment(ctx, v, n.Name, p.Rec.Claims)
-		if err != nil {
-			return 0, err
-		}
-		if pv != "" {
-			p.Phase = v1alpha1.RecoveryPhaseRecovering
-			p.Message = fmt.Sprintf("%s; the out-of-service taint stays while volume %s of a tracked claim is still attached to the node", p.Message, pv)
-			p.taintLeft = fmt.Sprintf("taint on node %s of member %s could not be removed yet: volume %s of a tracked claim is still attached to it", n.Name, v.cluster, pv)
-			return taintRemovalRecheck, nil
-		}
-		upd := n.DeepCopy()
-		upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
-		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-			return 0, fmt.Errorf("removing the out-of-service taint: %w", err)
-		}
-		msg += "; out-of-service taint added by fedfailover removed"
-	} else if p.Rec.Acted() && hasOutOfServiceTaint(n.Spec.Taints) {
-		msg += "; the out-of-service taint stays: fedfailover did not add it (or cannot prove it did), so only its owner removes it"
-	}
-	if p.record != nil {
-		if err := r.finishRecord(ctx, p.record, p.Finish, msg); err != nil {
-			return 0, err
-		}
-	}
-	p.Phase, p.Step = "", stepNone
-	if p.Rec.Acted() && p.Rec.Recovered.IsZero() {
-		metrics.NodeRecoveries.WithLabelValues(v.cluster, string(p.Rec.Action), metrics.NodeRecoveryResultNodeReturned).Inc()
-	}
-	if p.Rec.Acted() {
-		r.report(ctx, v, n, corev1.EventTypeNormal, ReasonNodeReturned, "Cleanup", msg)
-	}
-	return 0, nil
-}
-
-// taintRemovalRecheck bounds the wait for a detach; attachments are
-// watched, so a detach usually brings the next pass sooner.
-const taintRemovalRecheck = 5 * time.Second
-
-// trackedAttachment names a PersistentVolume of a tracked claim that is
-// still attached to the node ("" when none is).
-func (r *Reconciler) trackedAttachment(ctx context.Context, v *memberView, node string, claims []string) (string, error) {
-	if len(v.vas[node]) == 0 {
-		return "", nil
-	}
-	attached := map[string]bool{}
-	for _, va := range v.vas[node] {
-		attached[attachmentPV(va)] = true
-	}
-	for _, claim := range claims {
-		pv, err := claimVolume(ctx, v.client, claim)
-		if err != nil {
-			return "", err
-		}
-		if pv != "" && attached[pv] {
-			return pv, nil
-		}
-	}
-	return "", nil
-}
-
 // deleteMachine asks Cluster API to delete the Machine of a blocked node, as
 // a MachineHealthCheck would; its infrastructure deletion then fences it.
 func (r *Reconciler) deleteMachine(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
@@ -454,60 +631,44 @@ func (r *Reconciler) deleteMachine(ctx context.Context, v *memberView, n *corev1
 	return nil
 }
 
-// machineOwners finds who already remediates each of the member's Machines,
-// when the policy may ask for Machine deletion. MachineHealthChecks are read
-// live (rare, and their CRD may be absent), once per namespace.
-func (r *Reconciler) machineOwners(ctx context.Context, v *memberView) (map[string]string, error) {
-	if v.policy == nil || !v.policy.Spec.NodeRecovery.Fencing.RequestMachineDeletion || len(v.machines) == 0 {
-		return nil, nil
+// confirmStillLost re-reads the Node from the member's API server before a
+// Machine deletion is requested: it must be the same Node, still not Ready.
+// (The Machine itself is deleted with UID and resourceVersion preconditions.)
+func (r *Reconciler) confirmStillLost(ctx context.Context, v *memberView, n *corev1.Node) error {
+	if !r.members.HoldsMember(v.cluster) {
+		return notHolding(v.cluster)
 	}
-	ready := map[string]bool{}
-	for _, n := range v.nodes {
-		ready[n.Name] = nodecond.IsReady(n)
+	live, err := r.liveNode(ctx, v, n.Name, n)
+	if err != nil {
+		return err
 	}
-	mhcs := map[string][]clusterv1.MachineHealthCheck{}
-	out := map[string]string{}
-	for node, m := range v.machines {
-		if ready[node] {
-			continue // never a deletion candidate: no live list for it
-		}
-		list, ok := mhcs[m.Namespace]
-		if !ok {
-			var l clusterv1.MachineHealthCheckList
-			if err := r.apiReader.List(ctx, &l, client.InNamespace(m.Namespace)); err != nil && !isNoMatch(err) {
-				return nil, fmt.Errorf("listing MachineHealthChecks: %w", err)
-			}
-			list = l.Items
-			mhcs[m.Namespace] = list
-		}
-		if owner := machineOwner(m, list); owner != "" {
-			out[node] = owner
-		}
+	if nodecond.IsReady(live) {
+		return &errNotProvenLive{why: fmt.Sprintf("node %s is Ready again", n.Name)}
 	}
-	return out, nil
+	return nil
 }
 
-// finalizerRecheck is the back-off while pods wait for their finalizers;
-// pod updates are watched, so a removed finalizer brings the next pass.
-const finalizerRecheck = 10 * time.Second
+// OutOfServiceTaint is the KEP-2268 taint, with the value the Kubernetes
+// documentation uses.
+var OutOfServiceTaint = corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
 
-// splitHeld separates pods that are deleting and held by finalizers.
-func splitHeld(pods []*corev1.Pod) (toDelete, held []*corev1.Pod) {
-	for _, p := range pods {
-		if p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
-			held = append(held, p)
-		} else {
-			toDelete = append(toDelete, p)
-		}
-	}
-	return toDelete, held
+// hasOutOfServiceTaint: any out-of-service taint, whoever put it.
+func hasOutOfServiceTaint(taints []corev1.Taint) bool {
+	return slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
 }
 
-// describeHeld names each held pod and its finalizers, for status.
-func describeHeld(held []*corev1.Pod) string {
-	parts := make([]string, 0, len(held))
-	for _, p := range held {
-		parts = append(parts, fmt.Sprintf("finalizer %s on pod %s/%s", strings.Join(p.Finalizers, ","), p.Namespace, p.Name))
+// withTaint returns the taints plus the out-of-service taint, once.
+func withTaint(taints []corev1.Taint) []corev1.Taint {
+	if hasOutOfServiceTaint(taints) {
+		return taints
 	}
-	return strings.Join(parts, "; ")
+	return append(slices.Clone(taints), OutOfServiceTaint)
+}
+
+// withoutTaint drops only the exact taint fedfailover adds: an
+// out-of-service taint with another value or effect was put by someone else.
+func withoutTaint(taints []corev1.Taint) []corev1.Taint {
+	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool {
+		return t.Key == OutOfServiceTaint.Key && t.Value == OutOfServiceTaint.Value && t.Effect == OutOfServiceTaint.Effect
+	})
 }

@@ -86,6 +86,11 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 	case p.Step == stepCleanup:
 		return r.cleanup(ctx, v, n, p)
 	case p.Rec.Acted():
+		if r.dryRun(v) && (p.Step == stepTaint || p.Step == stepForceDelete) {
+			// A record never lifts dry run: what it decided is not carried on.
+			p.Message = fmt.Sprintf("dry run: nothing more is written (next step: %s); %s", p.Step, p.Message)
+			return 0, r.track(ctx, v, n, p)
+		}
 		if p.Rec.ActedAt.IsZero() && (p.Step == stepTaint || p.Step == stepForceDelete) {
 			return r.act(ctx, v, n, p)
 		}
@@ -325,7 +330,8 @@ func (r *Reconciler) liveNode(ctx context.Context, v *memberView, name string, c
 
 // liveMachine re-reads the cached Machine of node from the host API server;
 // nil when there was none or it is gone. A different Machine under the same
-// name, or one that now names another node, is not this node's.
+// name, one that names another node or none, or one with another
+// providerID, is not this node's.
 func (r *Reconciler) liveMachine(ctx context.Context, cached *clusterv1.Machine, node string) (*clusterv1.Machine, error) {
 	if cached == nil {
 		return nil, nil
@@ -337,7 +343,9 @@ func (r *Reconciler) liveMachine(ctx context.Context, cached *clusterv1.Machine,
 		}
 		return nil, fmt.Errorf("reading Machine %s/%s live: %w", cached.Namespace, cached.Name, err)
 	}
-	if m.UID != cached.UID || (m.Status.NodeRef.Name != "" && m.Status.NodeRef.Name != node) {
+	// The same Machine (UID), still tied to this node: a Machine whose
+	// nodeRef is empty is tied to no node.
+	if m.UID != cached.UID || m.Status.NodeRef.Name != node || m.Spec.ProviderID != cached.Spec.ProviderID {
 		return nil, nil
 	}
 	return m, nil

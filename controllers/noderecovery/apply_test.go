@@ -463,6 +463,27 @@ func TestOrphanNode(t *testing.T) {
 			t.Fatal("attachment deleted after a Node of that name registered")
 		}
 	})
+	t.Run("a Machine other than the one recorded for the node", func(t *testing.T) {
+		// Names are reused: the record of the node's loss names its Machine
+		// by UID and the node's providerID; a Machine under the same name
+		// that is not that one proves nothing about the deleted node.
+		w := newRecoveryWorld(t, policy(), false, machine(deletedMachine()), objs()...)
+		rec := &v1alpha1.NodeRecovery{ObjectMeta: metav1.ObjectMeta{Name: "member1.gone.x"},
+			Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: "gone", NodeUID: "uid-gone", Policy: "p",
+				ProviderID: "kwok://another-host", Machine: &v1alpha1.MachineReference{Namespace: "default", Name: "n1", UID: "uid-of-the-recorded-machine"}}}
+		if err := w.host.Create(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		w.pass()
+		w.pass()
+		if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) ||
+			!w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-gone"}) {
+			t.Fatal("the deleted node's pod or attachment was deleted on the evidence of a Machine that is not the one recorded for it")
+		}
+		if st := w.recoveries(); len(st) != 1 || st[0].Phase != v1alpha1.RecoveryPhaseBlocked || !strings.Contains(st[0].Message, "another Machine under the same name") {
+			t.Fatalf("status %+v, want Blocked naming the Machine mismatch", st)
+		}
+	})
 	t.Run("machine alive", func(t *testing.T) {
 		w := newRecoveryWorld(t, policy(), false, machine(livingMachine()), objs()...)
 		w.pass()

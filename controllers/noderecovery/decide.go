@@ -127,23 +127,18 @@ func decide(in planInput) plan {
 	if in.Policy == nil || in.Sighting.lossAt.IsZero() {
 		return p
 	}
-	since := in.Sighting.lossAt
-	if lostAt := since.Add(in.Policy.NotReadyFor.Get()); in.Now.Before(lostAt) {
-		p.RequeueAfter = lostAt.Sub(in.Now)
-		if in.Record != nil {
-			p.Phase, p.Message = v1alpha1.RecoveryPhaseLost, "not Ready; waiting for notReadyFor"
+	if phase, why, wait := destructiveHold(in); phase != "" {
+		p.RequeueAfter = wait
+		if phase == v1alpha1.RecoveryPhaseLost && in.Record == nil {
+			return p // nothing to report before notReadyFor
 		}
+		if phase != v1alpha1.RecoveryPhaseLost {
+			p.LostSince = in.Sighting.lossAt
+		}
+		p.Phase, p.Message = phase, why
 		return p
 	}
-	p.LostSince = since
-	if in.Suspended {
-		p.Phase, p.Message = v1alpha1.RecoveryPhaseSuspended, "recovery suspended in this member: too many nodes lost at once (storm)"
-		return p
-	}
-	if in.Hold != "" {
-		p.Phase, p.Message = v1alpha1.RecoveryPhaseSuspended, in.Hold
-		return p
-	}
+	p.LostSince = in.Sighting.lossAt
 	p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing,
 		LostSince: in.Sighting.lossAt, SilentSince: in.Sighting.condAt, Now: in.Now})
 	if !p.Verdict.Fenced {
@@ -187,9 +182,16 @@ func decideActed(in planInput, p plan) plan {
 	switch {
 	case !p.Rec.Recovered.IsZero():
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseRecovered, "replacements run elsewhere; waiting for the node to be deleted or Ready again"
-	case in.Suspended:
-		p.Message += "; further force deletion suspended (storm)"
-	case in.Policy != nil:
+	case in.Policy == nil:
+		// Without a policy the pod scope is unknown: nothing is deleted.
+	default:
+		// A record says what was decided, never that it may go on: every
+		// further write passes the same gates as the first.
+		if phase, why, wait := destructiveHold(in); phase != "" {
+			p.Message += "; nothing more is written now: " + why
+			p.RequeueAfter = wait
+			return p
+		}
 		p.Verdict = fencing.Verdict(fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing,
 			LostSince: in.Sighting.lossAt, SilentSince: in.Sighting.condAt, Now: in.Now})
 		if !p.Verdict.Fenced {
@@ -208,11 +210,34 @@ func decideActed(in planInput, p plan) plan {
 			return p
 		}
 		// Both methods force-delete the in-scope pods of the fenced node: with
-		// the taint this is what pod GC does, but only every 20 s. Without a
-		// policy the pod scope is unknown: deleting nothing is safe.
+		// the taint this is what pod GC does, but only every 20 s.
 		p.Step = stepForceDelete
 	}
 	return p
+}
+
+// destructiveHold is the one rule that gates every destructive write for a
+// node, whether a record says one was decided or not: the loss must be
+// notReadyFor old by this process's own sighting (never a time read back
+// from a record: another process's clock), and the member's storm guard
+// must neither suspend nor hold recoveries. It returns the phase and why a
+// write must wait (empty phase: it need not), and when notReadyFor ends.
+// Dry run and pause are the policy's switches, applied where writes are
+// made (act.go).
+func destructiveHold(in planInput) (phase v1alpha1.RecoveryPhase, why string, wait time.Duration) {
+	if in.Sighting.lossAt.IsZero() {
+		return v1alpha1.RecoveryPhaseLost, "not Ready; no loss seen by this process yet", 0
+	}
+	if lostAt := in.Sighting.lossAt.Add(in.Policy.NotReadyFor.Get()); in.Now.Before(lostAt) {
+		return v1alpha1.RecoveryPhaseLost, "not Ready; waiting for notReadyFor", lostAt.Sub(in.Now)
+	}
+	if in.Suspended {
+		return v1alpha1.RecoveryPhaseSuspended, "recovery suspended in this member: too many nodes lost at once (storm)", 0
+	}
+	if in.Hold != "" {
+		return v1alpha1.RecoveryPhaseSuspended, in.Hold, 0
+	}
+	return "", "", 0
 }
 
 // continuesRecord: the record is about this Node (same UID) and this loss

@@ -104,7 +104,7 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 	v.sightings = map[string]sighting{}
 	now := r.now()
 	for _, n := range v.nodes {
-		v.sightings[n.Name] = r.sightings.observe(cluster, n, v.records[n.Name], now)
+		v.sightings[n.Name] = r.sightings.observe(cluster, n, now)
 	}
 	err = member.VisitCached(ctx, cl, "", func(p *corev1.Pod) {
 		if p.Spec.NodeName != "" {
@@ -264,9 +264,8 @@ type sighting struct {
 	condAt time.Time // host clock: this Ready condition was first seen
 }
 
-// sightings remembers the not-Ready nodes seen, per member and node. After a
-// restart it starts again from the records (or from now: a later recovery,
-// never an earlier one).
+// sightings remembers the not-Ready nodes seen, per member and node, by
+// this process. After a restart it starts again from now.
 type sightings struct {
 	mu sync.Mutex
 	m  map[string]sighting
@@ -276,7 +275,7 @@ func newSightings() *sightings { return &sightings{m: map[string]sighting{}} }
 
 // observe returns the node's sighting, updating it; the zero sighting for a
 // Ready node (which forgets it).
-func (s *sightings) observe(cluster string, n *corev1.Node, rec *v1alpha1.NodeRecovery, now time.Time) sighting {
+func (s *sightings) observe(cluster string, n *corev1.Node, now time.Time) sighting {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := cluster + "/" + n.Name
@@ -285,14 +284,11 @@ func (s *sightings) observe(cluster string, n *corev1.Node, rec *v1alpha1.NodeRe
 		delete(s.m, key)
 		return sighting{}
 	}
+	// Only this process's own sightings start a wait: a time read back from a
+	// record was written by another process (its clock, or a back-dated
+	// status patch). After a restart or a takeover the waits start again
+	// from now: a later recovery, never an earlier one.
 	prev, ok := s.m[key]
-	if !ok && rec != nil && rec.Spec.NodeUID == string(n.UID) && rec.Status.ObservedAt != nil && rec.Status.ReadySince != nil {
-		prev, ok = sighting{uid: n.UID, status: corev1.ConditionStatus(rec.Status.ReadyStatus), since: rec.Status.ReadySince.Time,
-			lossAt: rec.Status.ObservedAt.Time, condAt: timeOf(rec.Status.ReadyObservedAt)}, true
-		if prev.condAt.IsZero() {
-			prev.condAt = prev.lossAt
-		}
-	}
 	next := sighting{uid: n.UID, status: cur.Status, since: cur.LastTransitionTime.Time, lossAt: now, condAt: now}
 	if ok && prev.uid == n.UID && nodecond.SameLoss(prev.status, prev.since, cur) {
 		next.lossAt = prev.lossAt

@@ -65,11 +65,19 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 	gone := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	st := &v1alpha1.NodeRecoveryStatus{Cluster: v.cluster, Node: name, Machine: m.Namespace + "/" + m.Name,
 		Method: v1alpha1.RecoveryMethodForceDelete, AffectedPods: int32(len(inScope(v, name)))}
-	if v.suspended {
+	switch {
+	case v.suspended:
 		st.Phase, st.Message = v1alpha1.RecoveryPhaseSuspended, "Node deleted; recovery suspended in this member (storm)"
+		return st, 0, nil
+	case v.hold != "":
+		st.Phase, st.Message = v1alpha1.RecoveryPhaseSuspended, "Node deleted; "+v.hold
 		return st, 0, nil
 	}
 	res := fencing.Verdict(fencing.Input{Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing, Now: r.now()})
+	if why := fencing.MachineOfDeletedNode(name, recordedMachine(v, name), m); why != "" {
+		// Names are reused: the Machine must be the one tied to this node.
+		res = fencing.Result{Reason: fencing.ReasonNoFencingEvidence, Missing: []string{why}}
+	}
 	if !res.Fenced {
 		st.Phase, st.Message = v1alpha1.RecoveryPhaseBlocked, "Node deleted; "+res.Message()
 		if r.store.changed(v.cluster, name, transitionBlocked) {
@@ -102,4 +110,23 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 		st.Message += "; " + p.Message
 	}
 	return st, after, nil
+}
+
+// recordedMachine is what the newest record of the deleted node says about
+// its Machine (nothing when fedfailover never recorded a loss of it).
+func recordedMachine(v *memberView, node string) fencing.RecordedMachine {
+	rec := v.records[node]
+	for _, f := range v.finished {
+		if f.Spec.Node == node && (rec == nil || f.CreationTimestamp.After(rec.CreationTimestamp.Time)) {
+			rec = f
+		}
+	}
+	if rec == nil {
+		return fencing.RecordedMachine{}
+	}
+	out := fencing.RecordedMachine{ProviderID: rec.Spec.ProviderID}
+	if rec.Spec.Machine != nil {
+		out.UID = rec.Spec.Machine.UID
+	}
+	return out
 }

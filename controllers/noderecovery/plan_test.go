@@ -76,6 +76,8 @@ func TestDecide(t *testing.T) {
 	lostAt := t0.Add(-time.Minute)
 	unknown := func() *corev1.Node { return node(corev1.ConditionUnknown, lostAt, nil) }
 	long := seen(corev1.ConditionUnknown, lostAt, lostAt)
+	// fresh: this process saw the loss 3 s ago (a restart, a takeover).
+	fresh := seen(corev1.ConditionUnknown, lostAt, t0.Add(-3*time.Second))
 	taint := actedRecord(v1alpha1.RecoveryMethodOutOfServiceTaint, lostAt)
 	force := actedRecord(v1alpha1.RecoveryMethodForceDelete, lostAt)
 	cases := []struct {
@@ -130,8 +132,14 @@ func TestDecide(t *testing.T) {
 			Hold: "2 of 3 nodes not Ready"}, phase: v1alpha1.RecoveryPhaseSuspended},
 		{name: "hold asks for no Machine deletion either", in: planInput{Node: unknown(), Machine: livingMachine(), Hold: "2 of 3 nodes not Ready", Sighting: long, MachineDeletionEnabled: true,
 			Policy: policy(func(p *v1alpha1.NodeRecoverySpec) { p.Fencing.RequestMachineDeletion = true })}, phase: v1alpha1.RecoveryPhaseSuspended},
-		{name: "hold lets an acted recovery continue", in: planInput{Node: unknown(), Record: taint, Machine: deletedMachine(), Policy: policy(), Hold: "2 of 3 nodes not Ready", Sighting: long},
-			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
+		// A record never lifts a gate: the storm hold stops every further
+		// destructive write of an acted recovery as it stops the first.
+		{name: "hold stops an acted recovery's further writes", in: planInput{Node: unknown(), Record: taint, Machine: deletedMachine(), Policy: policy(), Hold: "2 of 3 nodes not Ready", Sighting: long},
+			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
+		{name: "storm stops an acted recovery's further writes", in: planInput{Node: unknown(), Record: force, Machine: deletedMachine(), Policy: policy(), Suspended: true, Sighting: long},
+			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
+		{name: "an acted recovery waits notReadyFor from this process's own sighting", in: planInput{Node: unknown(), Record: force, Machine: deletedMachine(), Policy: policy(), Sighting: fresh},
+			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodForceDelete},
 		{name: "already acted: only track, even without policy", in: planInput{Node: unknown(), Record: taint, Sighting: long},
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, method: v1alpha1.RecoveryMethodOutOfServiceTaint},
 		{name: "acted taint releases pods", in: planInput{Node: unknown(), Record: taint, Machine: deletedMachine(), Policy: policy(), Sighting: long},

@@ -139,7 +139,8 @@ func TestMemberClockSkewDoesNotChangeTiming(t *testing.T) {
 // A restart between the intent and the action: the next manager (no
 // memory, only the record) completes the action, with proof computed again,
 // and the taint is still known to be fedfailover's; without proof now it
-// does nothing.
+// does nothing. The record's times are another process's: the new manager
+// waits notReadyFor from its own sighting before it writes anything.
 func TestRestartBetweenIntentAndAction(t *testing.T) {
 	setup := func(t *testing.T, machineDeleted bool) *recoveryWorld {
 		m := livingMachine()
@@ -164,9 +165,21 @@ func TestRestartBetweenIntentAndAction(t *testing.T) {
 		}
 		return w
 	}
+	// waitOwnNotReadyFor: the first pass of the new manager writes nothing;
+	// notReadyFor (10 s) later by its own clock, it goes on.
+	waitOwnNotReadyFor := func(t *testing.T, w *recoveryWorld) {
+		t.Helper()
+		w.pass()
+		if nodeHasOOSTaint(w.node("n1")) || w.record("n1").Status.ActedAt != nil || w.record("n1").Status.Phase == v1alpha1.RecoveryPhaseBlocked {
+			t.Fatalf("taint %v, record %+v: the new manager acted on the record's times, before its own notReadyFor",
+				w.node("n1").Spec.Taints, w.record("n1").Status)
+		}
+		w.now = w.now.Add(11 * time.Second)
+		w.pass()
+	}
 	t.Run("evidence still there: the action is completed", func(t *testing.T) {
 		w := setup(t, true)
-		w.pass()
+		waitOwnNotReadyFor(t, w)
 		rec := w.record("n1")
 		if !nodeHasOOSTaint(w.node("n1")) || rec.Status.ActedAt == nil || !recordedOf(rec).OwnsTaint {
 			t.Fatalf("taint %v, record %+v: want the recorded intent completed", w.node("n1").Spec.Taints, rec.Status)
@@ -174,7 +187,7 @@ func TestRestartBetweenIntentAndAction(t *testing.T) {
 	})
 	t.Run("no evidence now: nothing is done", func(t *testing.T) {
 		w := setup(t, false)
-		w.pass()
+		waitOwnNotReadyFor(t, w)
 		if nodeHasOOSTaint(w.node("n1")) || !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
 			t.Fatal("a recorded intent alone got the node tainted or its pod deleted")
 		}
@@ -271,5 +284,36 @@ func TestUnreachableMemberReportsItsTaints(t *testing.T) {
 	reps, _ := w.r.store.reports.Snapshot("p")
 	if left := reps["member2"].TaintsLeft; len(left) != 1 || !strings.Contains(left[0], "node n1 of member member2 cannot be removed while the member is unreachable") {
 		t.Fatalf("TaintsLeft %v, want the taint on member2/n1 explained", left)
+	}
+}
+
+// Dry run applies to every destructive write, whatever a record says: a
+// policy switched to dryRun after a ForceDelete recovery was recorded as
+// acted (or a record migrated from node marks) deletes nothing more.
+func TestDryRunStopsAnActedRecovery(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), true, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true), boundClaim("data-db-0", "pv-db-0"))
+	at := metav1.NewTime(t0.Add(-20 * time.Second))
+	since := metav1.NewTime(t0.Add(-time.Minute))
+	rec := &v1alpha1.NodeRecovery{ObjectMeta: metav1.ObjectMeta{Name: "member1.n1.x"},
+		Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: "n1", NodeUID: "uid-n1", Policy: "p"}}
+	if err := w.host.Create(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Status = v1alpha1.NodeRecoveryRecordStatus{Phase: v1alpha1.RecoveryPhaseRecovering, Method: v1alpha1.RecoveryMethodForceDelete,
+		Evidence: "MachineInfrastructureDeleted", IntentAt: &at, ActedAt: &at, ObservedAt: &at, ReadyObservedAt: &at,
+		ReadyStatus: string(corev1.ConditionUnknown), ReadySince: &since, Claims: []string{"default/data-db-0"}}
+	if err := w.host.Status().Update(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		w.pass()
+		w.now = w.now.Add(11 * time.Second)
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("dry run: the pod of an acted recovery was force-deleted")
+	}
+	if msg := w.record("n1").Status.Message; !strings.Contains(msg, "dry run: nothing more is written") {
+		t.Errorf("record message %q, want it to say dry run stops the next step", msg)
 	}
 }

@@ -95,10 +95,11 @@ func (e *ClusterError) Unwrap() []error {
 // one with a member's name. So a Cluster is the member's only when
 //   - contract.AnnotationCAPICluster names it as "namespace/name" (it must
 //     exist), or
-//   - it has the annotation's bare name (else the member's name), and it is
-//     the only Cluster that does or the only one of them whose
-//     spec.controlPlaneEndpoint is the member's apiEndpoint; without the
-//     annotation, its controlPlaneEndpoint must be the member's apiEndpoint.
+//   - it is the only Cluster with the annotation's bare name, or
+//   - without the annotation, it is the only Cluster with the member's name
+//     and its spec.controlPlaneEndpoint is the member's apiEndpoint.
+//
+// Two Clusters with the name are ambiguous, whatever their endpoints.
 //
 // Otherwise the error is a *ClusterError saying why (ambiguous, unverified,
 // missing), except when no Cluster has the name at all: then it is a plain
@@ -147,17 +148,13 @@ func (c candidate) String() string {
 func choose(m Member, name string, annotated bool, clusters []clusterv1.Cluster) (types.NamespacedName, error) {
 	want, wantOK := memberEndpoint(m.APIEndpoint)
 	var named []candidate
-	var matching []types.NamespacedName
 	for i := range clusters {
 		if clusters[i].Name != name {
 			continue
 		}
 		got, ok := clusterEndpoint(clusters[i].Spec.ControlPlaneEndpoint)
-		c := candidate{key: client.ObjectKeyFromObject(&clusters[i]), endpoint: describeEndpoint(got, ok), matches: ok && wantOK && got == want}
-		named = append(named, c)
-		if c.matches {
-			matching = append(matching, c.key)
-		}
+		named = append(named, candidate{key: client.ObjectKeyFromObject(&clusters[i]), endpoint: describeEndpoint(got, ok),
+			matches: ok && wantOK && got == want})
 	}
 	slices.SortFunc(named, func(a, b candidate) int { return strings.Compare(a.key.String(), b.key.String()) })
 	fix := fmt.Sprintf("no Machine evidence is used for the member until annotation %s=namespace/name on its KubeFedCluster names its Cluster",
@@ -168,22 +165,25 @@ func choose(m Member, name string, annotated bool, clusters []clusterv1.Cluster)
 			Message: fmt.Sprintf("annotation %s=%q names no existing Cluster", contract.AnnotationCAPICluster, name)}
 	case len(named) == 0:
 		return types.NamespacedName{}, fmt.Errorf("%w %q: no Cluster named %q", ErrNoCluster, m.Name, name)
-	case len(matching) == 1:
-		return matching[0], nil
-	case len(named) == 1 && annotated:
-		return named[0].key, nil // the only Cluster of the name the admin gave
-	case len(named) == 1:
-		return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterUnverified,
-			Message: fmt.Sprintf("Cluster %s merely has the member's name: the KubeFedCluster's apiEndpoint is %s; %s (or the endpoints match)",
-				named[0], describeEndpoint(want, wantOK), fix)}
+	case len(named) > 1:
+		// Two candidates are never resolved silently, not even by the
+		// endpoint: whoever can create a Cluster in some namespace can copy
+		// an endpoint as easily as a name.
+		parts := make([]string, 0, len(named))
+		for _, c := range named {
+			parts = append(parts, c.String())
+		}
+		return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterAmbiguous,
+			Message: fmt.Sprintf("%d Clusters are named %q: %s; the KubeFedCluster's apiEndpoint is %s; two candidates are ambiguous, whatever their endpoints; %s",
+				len(named), name, strings.Join(parts, ", "), describeEndpoint(want, wantOK), fix)}
+	case annotated, named[0].matches:
+		// The only Cluster of the name the admin gave, or of the member's
+		// name with the member's endpoint.
+		return named[0].key, nil
 	}
-	parts := make([]string, 0, len(named))
-	for _, c := range named {
-		parts = append(parts, c.String())
-	}
-	return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterAmbiguous,
-		Message: fmt.Sprintf("%d Clusters are named %q: %s; not exactly one has the KubeFedCluster's apiEndpoint %s, so it is ambiguous which is the member's; %s",
-			len(named), name, strings.Join(parts, ", "), describeEndpoint(want, wantOK), fix)}
+	return types.NamespacedName{}, &ClusterError{Member: m.Name, Reason: v1alpha1.ReasonCAPIClusterUnverified,
+		Message: fmt.Sprintf("Cluster %s merely has the member's name: the KubeFedCluster's apiEndpoint is %s; %s (or the endpoints match)",
+			named[0], describeEndpoint(want, wantOK), fix)}
 }
 
 // memberEndpoint is the host:port of a KubeFedCluster apiEndpoint URL: the

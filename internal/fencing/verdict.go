@@ -175,6 +175,39 @@ func MachineOfNode(node *corev1.Node, m *clusterv1.Machine) string {
 	return ""
 }
 
+// RecordedMachine is what fedfailover recorded on the host about a node's
+// Machine while the Node existed: the Machine's UID and the Node's
+// providerID (both may be empty when nothing was recorded).
+type RecordedMachine struct {
+	UID        string
+	ProviderID string
+}
+
+// MachineOfDeletedNode is MachineOfNode for a Node that no longer exists:
+// the Machine's status.nodeRef must name it (a Machine without one is tied
+// to no Node), and when fedfailover recorded the node's Machine while the
+// Node existed, the live Machine must be that one (same UID) with the
+// recorded providerID. It returns "" when m may speak for the deleted node.
+func MachineOfDeletedNode(node string, rec RecordedMachine, m *clusterv1.Machine) string {
+	if m == nil {
+		return "no Machine"
+	}
+	name := machineName(m)
+	switch ref := m.Status.NodeRef.Name; {
+	case ref == "":
+		return fmt.Sprintf("Machine %s has no status.nodeRef, so it is not tied to the deleted node %s: its evidence is ignored", name, node)
+	case ref != node:
+		return fmt.Sprintf("Machine %s refers to node %s, not the deleted node %s: its evidence is ignored", name, ref, node)
+	case rec.UID != "" && rec.UID != string(m.UID):
+		return fmt.Sprintf("Machine %s has UID %s, but the record of node %s names Machine UID %s: it is another Machine under the same name, so its evidence is ignored",
+			name, m.UID, node, rec.UID)
+	case rec.ProviderID != "" && rec.ProviderID != m.Spec.ProviderID:
+		return fmt.Sprintf("Machine %s has providerID %q, but node %s had %q when its loss was recorded: it is another host's Machine, so its evidence is ignored",
+			name, m.Spec.ProviderID, node, rec.ProviderID)
+	}
+	return ""
+}
+
 // machineOfNode is m when it is node's Machine (MachineOfNode), else nil
 // and why not.
 func machineOfNode(node *corev1.Node, m *clusterv1.Machine) (*clusterv1.Machine, string) {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -355,6 +356,38 @@ func TestExternalFenceLifecycle(t *testing.T) {
 			}
 			if got.Fenced || !strings.Contains(got.Message(), c.want) {
 				t.Fatalf("got fenced=%v %q, want not fenced, saying %q", got.Fenced, got.Message(), c.want)
+			}
+		})
+	}
+}
+
+func TestMachineOfDeletedNode(t *testing.T) {
+	m := func(uid, nodeRef, providerID string) *clusterv1.Machine {
+		x := &clusterv1.Machine{}
+		x.Namespace, x.Name, x.UID = "default", "m1", types.UID(uid)
+		x.Status.NodeRef.Name, x.Spec.ProviderID = nodeRef, providerID
+		return x
+	}
+	rec := RecordedMachine{UID: "u1", ProviderID: "kwok://n1"}
+	cases := []struct {
+		name string
+		rec  RecordedMachine
+		m    *clusterv1.Machine
+		want string // substring of the reason; "" when m speaks for the node
+	}{
+		{"recorded Machine", rec, m("u1", "n1", "kwok://n1"), ""},
+		{"nothing recorded, nodeRef names the node", RecordedMachine{}, m("u9", "n1", ""), ""},
+		{"empty nodeRef", RecordedMachine{}, m("u1", "", "kwok://n1"), "no status.nodeRef"},
+		{"nodeRef names another node", rec, m("u1", "n2", "kwok://n1"), "refers to node n2"},
+		{"another Machine under the name", rec, m("u2", "n1", "kwok://n1"), "another Machine under the same name"},
+		{"another host's providerID", rec, m("u1", "n1", "kwok://n9"), "another host's Machine"},
+		{"no Machine", rec, nil, "no Machine"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := MachineOfDeletedNode("n1", c.rec, c.m)
+			if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+				t.Errorf("MachineOfDeletedNode = %q, want %q", got, c.want)
 			}
 		})
 	}

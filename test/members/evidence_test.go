@@ -23,7 +23,8 @@ import (
 // the member's name, or one of several same-named Clusters in different
 // namespaces, gives no Machine evidence, and the policy's
 // MachineEvidenceUnavailable condition and `kubectl failover explain` say
-// why; a matching controlPlaneEndpoint or the annotation resolves it. On
+// why; the annotation resolves it (a matching controlPlaneEndpoint only
+// when no other Cluster has the name). On
 // the old code the lookalike Cluster was picked silently (its Machine
 // used as evidence) and no condition existed.
 func TestCAPIClusterMustBeUnambiguous(t *testing.T) {
@@ -40,14 +41,14 @@ func TestCAPIClusterMustBeUnambiguous(t *testing.T) {
 	waitEvidence(t, f, pol, metav1.ConditionTrue, v1alpha1.ReasonCAPIClusterUnverified, "member alpha: Cluster twin-b/alpha")
 	wantNoMachine(t, h, f, "alpha", "alpha-n0", v1alpha1.ReasonCAPIClusterUnverified)
 
-	// 2. A second one with alpha's endpoint: the endpoint says which.
+	// 2. A second one with alpha's endpoint: two candidates are ambiguous,
+	// whatever their endpoints (an endpoint is as easy to copy as a name).
 	capiCluster(t, f, "twin-a", "alpha", alphaEndpoint)
 	machine(t, f, "twin-a", "alpha", "alpha-m0", "alpha-n0")
-	waitEvidence(t, f, pol, metav1.ConditionFalse, v1alpha1.ReasonCAPIClustersResolved, "")
-	wantMachine(t, h, "alpha", "alpha-n0", "twin-a/alpha-m0")
+	waitEvidence(t, f, pol, metav1.ConditionTrue, v1alpha1.ReasonCAPIClusterAmbiguous, "twin-b/alpha")
+	wantNoMachine(t, h, f, "alpha", "alpha-n0", v1alpha1.ReasonCAPIClusterAmbiguous)
 
-	// 3. A third copies alpha's endpoint: two same-named Clusters match, so
-	// neither is used.
+	// 3. A third copies alpha's endpoint: still ambiguous.
 	capiCluster(t, f, "twin-c", "alpha", alphaEndpoint)
 	machine(t, f, "twin-c", "alpha", "copy-m0", "alpha-n0")
 	waitEvidence(t, f, pol, metav1.ConditionTrue, v1alpha1.ReasonCAPIClusterAmbiguous, "twin-a/alpha")

@@ -84,8 +84,7 @@ func (r *Reconciler) migrate(ctx context.Context, v *memberView, n *corev1.Node)
 	marks, _ := contract.DecodeNodeMarks(n.Annotations)
 	if cond := nodecond.Ready(n); v.records[n.Name] == nil && marks.Acted() && cond != nil && !nodecond.IsReady(n) && v.policy != nil {
 		rec := &v1alpha1.NodeRecovery{
-			ObjectMeta: metav1.ObjectMeta{Name: recordName(v.cluster, n.Name, n.UID, cond.LastTransitionTime.Time),
-				OwnerReferences: []metav1.OwnerReference{policyOwner(v.policy)}},
+			ObjectMeta: metav1.ObjectMeta{Name: recordName(v.cluster, n.Name, n.UID, cond.LastTransitionTime.Time)},
 			Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: v.cluster, Node: n.Name, NodeUID: string(n.UID),
 				ProviderID: n.Spec.ProviderID, Policy: v.policy.Name, LostSince: metaTimePtr(marks.LostSince)},
 		}
@@ -370,7 +369,10 @@ func (r *Reconciler) openRecord(ctx context.Context, v *memberView, n *corev1.No
 	if m != nil {
 		rec.Spec.Machine = &v1alpha1.MachineReference{Namespace: m.Namespace, Name: m.Name, UID: string(m.UID)}
 	}
-	rec.OwnerReferences = []metav1.OwnerReference{policyOwner(v.policy)}
+	// No owner reference: a record may own a taint, and a policy deleted
+	// with foreground cascading (the default prune of GitOps tools) would
+	// have its dependents collected before any finalizer of ours ran. The
+	// member pass finishes records and prunes finished ones itself.
 	if err := ensureFinalizer(ctx, r.host, v.policy); err != nil {
 		return nil, err
 	}
@@ -427,8 +429,19 @@ func (r *Reconciler) createRecord(ctx context.Context, rec *v1alpha1.NodeRecover
 // errRecordNotSeenYet: the record exists but the cache has not caught up.
 var errRecordNotSeenYet = fmt.Errorf("NodeRecovery record not in the cache yet")
 
-func policyOwner(p *v1alpha1.FailoverPolicy) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "FailoverPolicy", Name: p.Name, UID: p.UID}
+// releaseOwners drops the owner references an active record of an older
+// version carries (to its policy), so that no garbage collection, however
+// its owner is deleted, can take the proof that a taint is fedfailover's.
+func (r *Reconciler) releaseOwners(ctx context.Context, rec *v1alpha1.NodeRecovery) error {
+	if len(rec.OwnerReferences) == 0 || rec.Status.Phase == v1alpha1.RecoveryPhaseFinished {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(rec.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	rec.OwnerReferences = nil
+	if err := r.host.Patch(ctx, rec, patch); err != nil {
+		return fmt.Errorf("releasing NodeRecovery %s from its owners: %w", rec.Name, err)
+	}
+	return nil
 }
 
 // ensureFinalizer puts the finalizer on the policy before its first record
@@ -450,6 +463,9 @@ func ensureFinalizer(ctx context.Context, host client.Client, p *v1alpha1.Failov
 // optimistic-locked: a record changed since the pass read it fails the pass,
 // and the next one decides on the new record.
 func (r *Reconciler) syncRecord(ctx context.Context, v *memberView, rec *v1alpha1.NodeRecovery, p *plan) error {
+	if err := r.releaseOwners(ctx, rec); err != nil {
+		return err
+	}
 	return r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
 		if p.Phase != "" {
 			st.Phase = p.Phase

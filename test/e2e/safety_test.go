@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -150,35 +152,57 @@ func untaint(t *testing.T, cl client.Client, node string) {
 }
 
 // Scenario 7: the policy is deleted while its taint is on a node that is
-// still down. The policy goes (its finalizer releases the record from its
-// ownership, so the proof that the taint is fedfailover's survives), and
-// once the node is back fedfailover still removes its taint.
+// still down, with background (kubectl's default) or foreground cascading
+// (the default prune of common GitOps tools, which has the garbage
+// collector delete the policy's dependents before any finalizer of ours
+// runs). The policy goes, the record stays (it has no owner reference
+// while active, so no garbage collection takes the proof that the taint is
+// fedfailover's), and once the node is back fedfailover still removes its
+// taint. Before, foreground deletion collected the record and the taint
+// stayed forever.
 func TestSafetyPolicyDeletedWhileTainted(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		propagation metav1.DeletionPropagation
+	}{{"background", metav1.DeletePropagationBackground}, {"foreground", metav1.DeletePropagationForeground}} {
+		t.Run(c.name, func(t *testing.T) { policyDeletedWhileTainted(t, "safety-gone-"+c.name, c.propagation) })
+	}
+}
+
+func policyDeletedWhileTainted(t *testing.T, name string, propagation metav1.DeletionPropagation) {
 	ctx := t.Context()
-	const cluster, ns = "member1", "safety-policy-gone"
+	const cluster = "member1"
 	startNodeRecovery(t)
-	pol := nrPolicy(t, "safety-policy-gone", nil)
+	pol := nrPolicy(t, name, nil)
 	cl := theLab.MustClient(cluster)
-	pod, _ := stsOnLostNode(t, cluster, ns)
+	pod, _ := stsOnLostNode(t, cluster, name)
 	node := pod.Spec.NodeName
 	restoreAfter(t, cluster, node)
 	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
 		t.Fatal(err)
 	}
 	marked := waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
-	if err := nrHostCl.Delete(ctx, pol); err != nil {
+	if err := nrHostCl.Delete(ctx, pol, client.PropagationPolicy(propagation)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "policy gone, record kept and released", func(ctx context.Context) (bool, string) {
+	eventually(t, 30*time.Second, "policy gone, record kept without owners", func(ctx context.Context) (bool, string) {
 		err := nrHostCl.Get(ctx, client.ObjectKeyFromObject(pol), &v1alpha1.FailoverPolicy{})
 		rec, _, lerr := nodeRecords(ctx, cluster, node)
 		if lerr != nil {
 			return false, lerr.Error()
 		}
-		if rec == nil || rec.Name != marked.Name {
+		if rec == nil || rec.Name != marked.Name || rec.DeletionTimestamp != nil {
 			t.Fatalf("record lost with its policy: %s", describeRecord(rec))
 		}
-		return err != nil && len(rec.OwnerReferences) == 0, fmt.Sprintf("policy get: %v; owners %v", err, rec.OwnerReferences)
+		return apierrors.IsNotFound(err) && len(rec.OwnerReferences) == 0, fmt.Sprintf("policy get: %v; owners %v", err, rec.OwnerReferences)
+	})
+	// The garbage collector had its chance: the record is still there.
+	holds(t, 5*time.Second, "the record kept", func(ctx context.Context) (bool, string) {
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		return rec != nil && rec.Name == marked.Name && rec.DeletionTimestamp == nil, describeRecord(rec)
 	})
 	n, err := getNode(ctx, cl, node)
 	if err != nil || !hasOOSTaint(n) {

@@ -165,9 +165,6 @@ func (r *Reconciler) policyFor(ctx context.Context, rsp *fedschedv1a1.ReplicaSch
 func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(rsp)
 	mem := r.memoryOf(key)
-	r.mu.Lock()
-	mem.held = "" // a later hold is a new transition
-	r.mu.Unlock()
 	now := r.now()
 	st, err := r.recordedMarks(ctx, rsp, pol, mem, now)
 	if err != nil {
@@ -180,6 +177,9 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 		r.hold(ctx, pol, rsp, v1alpha1.ReasonStateMissing, errors.New(st.missing))
 		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 	}
+	r.mu.Lock()
+	mem.held = "" // a later hold is a new transition
+	r.mu.Unlock()
 	r.reportLoad(ctx, pol, rsp, &st)
 	recorded := st.state
 	live := specPlacement(rsp)

@@ -131,7 +131,7 @@ func (r *Reconciler) loadState(ctx context.Context, rsp *fedschedv1a1.ReplicaSch
 	if pins := ownPins(own); len(pins) > 0 {
 		out.missing = fmt.Sprintf("no RebalanceRecord, and fedfailover's field manager %q alone wrote %s: those are its own pins, "+
 			"not the user's spec, so they are not taken as the baseline; nothing is planned or restored until the record is back, "+
-			"or the spec is written again by its owner (e.g. kubectl apply --server-side --force-conflicts)",
+			"or the spec is written again by its owner (every one of those fields: e.g. kubectl replace or kubectl edit)",
 			FieldOwner, strings.Join(pins, ", "))
 	}
 	return out, nil

@@ -8,9 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
@@ -256,5 +259,154 @@ func putRecord(t *testing.T, c client.Client, key client.ObjectKey, m *contract.
 	}
 	if err := c.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Field ownership without a record: the RSP shifted by fedfailover loses
+// its RebalanceRecord. The pins fedfailover's field manager alone wrote are
+// not taken as the baseline: the RSP is held (StateMissing), nothing is
+// written, and it is planned again once the record is back.
+func TestOwnPinsWithoutRecordHold(t *testing.T) {
+	r, c, fm, key, user := stateFixture(t, "st-missing")
+	rec := events.NewFakeRecorder(100)
+	r.recorder = rec
+	shiftByFailure(t, r, c, fm, key, user)
+	saved := contract.StateFromRecord(&recordOf(t, c, key).Spec)
+	if err := c.Delete(context.Background(), recordOf(t, c, key)); err != nil {
+		t.Fatal(err)
+	}
+	r.forget(key) // a restarted process: nothing of its own either
+	fm.down["member2"] = false
+	before := specOf(t, c, key)
+	for i := range 3 {
+		passAt(t, r, key, t0.Add(time.Duration(20+30*i)*time.Second))
+	}
+	if got := specOf(t, c, key); got.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("RSP written without a record: %+v", got.Spec)
+	}
+	if err := c.Get(context.Background(), key, &v1alpha1.RebalanceRecord{}); err == nil {
+		t.Fatal("a record was made up from the shifted spec")
+	}
+	if n := countPrefix(drain(rec.Events), "Warning "+v1alpha1.ReasonStateMissing+" "); n != 2 {
+		t.Errorf("%d StateMissing events, want one on the RSP and one on the policy", n)
+	}
+	entries, _ := r.store.Snapshot("st-missing")
+	if st := desiredStatus(&v1alpha1.FailoverPolicy{}, entries); len(st.Rebalances) != 1 || st.Rebalances[0].Reason != v1alpha1.ReasonStateMissing || !st.Rebalances[0].Shifted {
+		t.Errorf("rebalances %+v, want the RSP held as StateMissing, shifted", st.Rebalances)
+	}
+
+	putRecord(t, c, key, saved) // restored from a backup
+	failBackFrom(t, r, c, key, t0.Add(2*time.Minute), user)
+}
+
+// The user writing the spec back (kubectl replace, or edit, of every
+// field) ends the hold: no value is fedfailover's alone any more, and
+// their spec is the baseline.
+func TestUserWriteEndsStateMissingHold(t *testing.T) {
+	r, c, fm, key, user := stateFixture(t, "st-takeback")
+	shiftByFailure(t, r, c, fm, key, user)
+	if err := c.Delete(context.Background(), recordOf(t, c, key)); err != nil {
+		t.Fatal(err)
+	}
+	r.forget(key)
+	fm.down["member2"] = false
+	passAt(t, r, key, t0.Add(20*time.Second))
+	if _, err := recordE(c, key); err == nil {
+		t.Fatal("record made up while fedfailover's pins are on the spec")
+	}
+	rsp := specOf(t, c, key)
+	rsp.Spec.Clusters = prefs(1, 1)
+	rsp.ManagedFields = nil
+	if err := c.Update(context.Background(), rsp, client.FieldOwner("kubectl-replace")); err != nil {
+		t.Fatal(err)
+	}
+	passAt(t, r, key, t0.Add(21*time.Second))
+	rec, err := recordE(c, key)
+	if err != nil {
+		t.Fatalf("no record once the user wrote their spec back: %v", err)
+	}
+	if m := contract.StateFromRecord(&rec.Spec); !m.Baseline.Equal(user) {
+		t.Errorf("baseline %+v, want the user's %+v", m.Baseline, user)
+	}
+}
+
+func recordE(c client.Client, key client.ObjectKey) (*v1alpha1.RebalanceRecord, error) {
+	rec := &v1alpha1.RebalanceRecord{}
+	return rec, c.Get(context.Background(), key, rec)
+}
+
+// Migration: the annotation of an older fedfailover (written with the RSP
+// spec by its field manager) seeds the record once, is removed from the
+// RSP, and its baseline is what failback returns to.
+func TestLegacyAnnotationMigrates(t *testing.T) {
+	r, c, fm, key, user := stateFixture(t, "st-migrate")
+	rec := events.NewFakeRecorder(100)
+	r.recorder = rec
+	six, zero := int64(6), int64(0)
+	shifted := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
+		"member1": {MinReplicas: 6, MaxReplicas: &six, Weight: 6}, "member2": {MaxReplicas: &zero}}}
+	old := &contract.RebalanceState{Policy: "st-migrate", Baseline: user, Applied: &shifted, LastChange: timePtr(t0.Add(-time.Minute)),
+		Members: map[string]contract.MemberTimers{"member2": {Backoff: 1}}}
+	legacyApply(t, c, key, shifted, old)
+
+	passAt(t, r, key, t0)
+	got := specOf(t, c, key)
+	if _, ok := got.Annotations[contract.AnnotationRebalance]; ok {
+		t.Errorf("legacy annotation left on the RSP: %v", got.Annotations)
+	}
+	rc := recordOf(t, c, key)
+	m := contract.StateFromRecord(&rc.Spec)
+	if !rc.Spec.Migrated || !m.Baseline.Equal(user) || rc.Spec.RSPUID != string(got.UID) || m.Members["member2"].Backoff != 1 ||
+		!timeOf(m.LastChange).Equal(t0.Add(-time.Minute)) {
+		t.Errorf("record %+v, want the annotation's state, migrated", rc.Spec)
+	}
+	if n := countPrefix(drain(rec.Events), "Normal "+ReasonStateMigrated+" "); n != 1 {
+		t.Errorf("%d StateMigrated events, want 1", n)
+	}
+	_ = fm
+	// backoff 1: the window (20s) doubled
+	if d := failBackFrom(t, r, c, key, t0.Add(time.Second), user); d < 40*time.Second {
+		t.Errorf("failed back after %s, want the migrated backoff level's 40s", d)
+	}
+}
+
+// legacyApply writes spec p and the legacy annotation with fedfailover's
+// field manager, as fedfailover before RebalanceRecords did.
+func legacyApply(t *testing.T, c client.Client, key client.ObjectKey, p contract.Placement, m *contract.RebalanceState) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": specFields(p)}}
+	u.SetAPIVersion("scheduling.kubefed.io/v1alpha1")
+	u.SetKind("ReplicaSchedulingPreference")
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	u.SetAnnotations(map[string]string{contract.AnnotationRebalance: m.Encode()})
+	if err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A record whose times lie in the future and whose levels pass the cap is
+// corrected: the times are now, the levels the cap, and it says so.
+func TestClampState(t *testing.T) {
+	far := timePtr(t0.AddDate(1, 0, 0))
+	m := &contract.RebalanceState{LastChange: far, Members: map[string]contract.MemberTimers{
+		"a": {LastFailback: far, Backoff: 40}, "b": {RoomSince: timePtr(t0.Add(time.Second)), Backoff: 2}}}
+	got := clampState(m, t0)
+	if len(got) != 3 || !timeOf(m.LastChange).Equal(t0) || !timeOf(m.Members["a"].LastFailback).Equal(t0) ||
+		m.Members["a"].Backoff != contract.MaxBackoff || m.Members["b"].Backoff != 2 || !timeOf(m.Members["b"].RoomSince).Equal(t0.Add(time.Second)) {
+		t.Errorf("clamped %v to %+v", got, m)
+	}
+}
+
+// The record goes with its RSP.
+func TestDeletedRSPDeletesRecord(t *testing.T) {
+	r, c, fm, key, user := stateFixture(t, "st-gone")
+	shiftByFailure(t, r, c, fm, key, user)
+	if err := c.Delete(context.Background(), specOf(t, c, key)); err != nil {
+		t.Fatal(err)
+	}
+	passAt(t, r, key, t0.Add(time.Minute))
+	if _, err := recordE(c, key); err == nil {
+		t.Error("record kept after its RSP was deleted")
 	}
 }

@@ -177,7 +177,7 @@ func TestNoStateWritesToRSP(t *testing.T) {
 			continue
 		}
 		var fields map[string]any
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			t.Fatal(err)
 		}
 		for k := range fields {

@@ -149,7 +149,7 @@ func fixture() *Snapshot {
 			rsp("edge", "cache", 4, map[string]fedschedv1a1.ClusterPreferences{"member1": prefs(1, 0), "member3": prefs(3, 1)}, ""),
 			rsp("other", "batch", 3, map[string]fedschedv1a1.ClusterPreferences{"*": prefs(1, 0)}, ""),
 		},
-		Records: []v1alpha1.NodeRecovery{recoveredRecord(), returnedRecord(), blockedRecord()},
+		Records:    []v1alpha1.NodeRecovery{recoveredRecord(), returnedRecord(), blockedRecord()},
 		Guards:     []v1alpha1.RecoveryGuard{guard("member1", false, ago(40*time.Minute), "")},
 		Rebalances: []v1alpha1.RebalanceRecord{stateRecord("demo", "web", webState)},
 	}

@@ -58,8 +58,11 @@ type stored struct {
 const futureSlack = time.Second
 
 // getRecord reads the RSP's record: from the cache, or the process's own
-// last write when the cache has not caught up with it yet, or live when
-// the cache has none (a record just created).
+// last write when the cache has not caught up with it yet, or (with mem,
+// the planning pass) live when the cache has none: a record just created
+// must not look missing. Other readers (policy selection, status, release
+// of an RSP no policy manages, passed over on every fan-out) use the cache
+// alone.
 func (r *Reconciler) getRecord(ctx context.Context, key types.NamespacedName, mem *memory) (*v1alpha1.RebalanceRecord, error) {
 	var own *v1alpha1.RebalanceRecord
 	if mem != nil {
@@ -69,7 +72,7 @@ func (r *Reconciler) getRecord(ctx context.Context, key types.NamespacedName, me
 	}
 	rec := &v1alpha1.RebalanceRecord{}
 	err := r.host.Get(ctx, key, rec)
-	if apierrors.IsNotFound(err) && r.live != nil {
+	if apierrors.IsNotFound(err) && r.live != nil && mem != nil {
 		err = r.live.Get(ctx, key, rec)
 	}
 	switch {

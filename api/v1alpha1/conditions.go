@@ -115,6 +115,11 @@ const (
 	ReasonFailingBack = "FailingBack"
 	// ReasonAtBaseline: every managed RSP is at its baseline (False).
 	ReasonAtBaseline = "AtBaseline"
+	// ReasonStateMissing (a status.rebalances entry of a held RSP, and the
+	// event): the RSP has no RebalanceRecord, and spec fields fedfailover's
+	// field manager alone wrote (its own pins) are on it: the shifted spec
+	// is not taken as the baseline, the RSP is left as it is.
+	ReasonStateMissing = "StateMissing"
 )
 
 // Reasons of the TaintRemovalPending condition.

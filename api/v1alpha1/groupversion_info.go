@@ -22,7 +22,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{}, &NodeRecovery{}, &NodeRecoveryList{}, &RecoveryGuard{}, &RecoveryGuardList{})
+	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{}, &NodeRecovery{}, &NodeRecoveryList{}, &RecoveryGuard{}, &RecoveryGuardList{},
+		&RebalanceRecord{}, &RebalanceRecordList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -298,6 +298,8 @@ func assertRSPUnchanged(t *testing.T, c client.Client) {
 	}
 }
 
+// webState is demo/web's state, as its RebalanceRecord holds it (in the
+// legacy annotation's JSON).
 const webState = `{"policy":"default","baseline":{"totalReplicas":4,"clusters":{"member1":{"minReplicas":0,"weight":1},` +
 	`"member2":{"minReplicas":0,"weight":1}}},"applied":{"totalReplicas":4,"clusters":{` +
 	`"member1":{"minReplicas":4,"maxReplicas":4,"weight":4},"member2":{"minReplicas":0,"maxReplicas":0,"weight":0}}}}`
@@ -313,8 +315,13 @@ func seedHost(t *testing.T, c client.Client) {
 	}
 	seedClusters(t, c)
 	four, zero := int64(4), int64(0)
+	state, err := contract.DecodeRebalanceState(map[string]string{contract.AnnotationRebalance: webState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, c, &v1alpha1.RebalanceRecord{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}, Spec: state.RecordSpec()})
 	create(t, c, &fedschedv1a1.ReplicaSchedulingPreference{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", Annotations: map[string]string{contract.AnnotationRebalance: webState}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"},
 		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 4,
 			Clusters: map[string]fedschedv1a1.ClusterPreferences{"member1": {MinReplicas: 4, MaxReplicas: &four, Weight: 4},
 				"member2": {MaxReplicas: &zero}}},

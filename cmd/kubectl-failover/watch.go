@@ -136,11 +136,12 @@ func (w *hostWatch) fail(err error) {
 // watchedKinds are the objects cli.Gather lists.
 func watchedKinds() []client.Object {
 	return []client.Object{&v1alpha1.FailoverPolicy{}, &v1alpha1.NodeRecovery{}, &v1alpha1.RecoveryGuard{},
-		&kubefedv1beta1.KubeFedCluster{}, &fedschedv1a1.ReplicaSchedulingPreference{}}
+		&kubefedv1beta1.KubeFedCluster{}, &fedschedv1a1.ReplicaSchedulingPreference{}, &v1alpha1.RebalanceRecord{}}
 }
 
 // startWatch starts an informer per watched kind, scoped like the direct
-// reads: KubeFedClusters in the kubefed namespace, RSPs in -n or all.
+// reads: KubeFedClusters in the kubefed namespace, RSPs and their
+// RebalanceRecords in -n or all.
 func (o *statusOptions) startWatch(ctx context.Context, src cli.Source) (*hostWatch, error) {
 	cfg, s, err := o.hostConfig()
 	if err != nil {
@@ -156,6 +157,7 @@ func (o *statusOptions) startWatch(ctx context.Context, src cli.Source) (*hostWa
 		ByObject: map[client.Object]cache.ByObject{
 			&kubefedv1beta1.KubeFedCluster{}:            {Namespaces: map[string]cache.Config{src.KubefedNamespace: {}}},
 			&fedschedv1a1.ReplicaSchedulingPreference{}: rsps,
+			&v1alpha1.RebalanceRecord{}:                 rsps,
 		},
 		// A read of a kind nobody watches would never redraw: fail instead.
 		ReaderFailOnMissingInformer: true,

@@ -24,15 +24,19 @@ import (
 var errStale = errors.New("ReplicaSchedulingPreference changed while planning")
 
 // FieldOwner is the server-side apply field manager of the RSP fields the
-// controller writes: spec.clusters, spec.totalReplicas and contract.AnnotationRebalance.
+// controller writes, spec.clusters and spec.totalReplicas (and the writer
+// of RebalanceRecords). Its field ownership tells fedfailover's own pins
+// from the user's spec (owners.go, loadState).
 const FieldOwner = "fedfailover"
 
-// apply writes the plan and the marks. Every apply carries all owned
-// fields (a field left out of an apply is removed), and the RSP's
+// apply writes the plan to the RSP and the state to its RebalanceRecord.
+// The RSP is written only when the plan changes it: every apply carries
+// all owned fields (a field left out of an apply is removed), and the RSP's
 // resourceVersion, so a plan made on a stale or concurrently edited RSP is
-// rejected and made again.
+// rejected and made again. The record holds the baseline before any shift
+// is written, and what was written after it.
 func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
-	m *contract.RebalanceState, res planner.Result, mem *memory) error {
+	m *contract.RebalanceState, res planner.Result, mem *memory, st *stored) error {
 	now := r.now()
 	if pol.Spec.DryRun {
 		// Nothing is written, so nothing was applied: report each new plan once.
@@ -50,16 +54,25 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 		return nil
 	}
 	if res.Changed {
+		if st.rec == nil {
+			// No shift without the baseline on record first.
+			if err := r.saveRecord(ctx, rsp, m.Clone(), st, mem); err != nil {
+				return err
+			}
+		}
 		written := contract.Placement{TotalReplicas: res.TotalReplicas, Clusters: res.Clusters}.Normalize()
-		// The annotation keeps whole seconds: round up, so minInterval
+		// The record keeps whole seconds: round up, so minInterval
 		// counted from it is never shorter than the policy asks.
 		m.Applied, m.LastChange = &written, timePtr(now.Add(time.Second-time.Nanosecond))
 		markFailback(m, res.FailedBack, now)
+		if err := r.applyRSP(ctx, rsp, written); err != nil {
+			return err
+		}
 	}
-	if !res.Changed && rsp.Annotations[contract.AnnotationRebalance] == m.Encode() {
-		return nil
+	if err := r.saveRecord(ctx, rsp, m, st, mem); err != nil {
+		return err
 	}
-	if err := r.applyRSP(ctx, rsp, *m.Applied, map[string]string{contract.AnnotationRebalance: m.Encode()}); err != nil {
+	if err := r.dropLegacyAnnotation(ctx, rsp, st.migrated); err != nil {
 		return err
 	}
 	if res.Changed {
@@ -70,8 +83,7 @@ func (r *Reconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, rs
 }
 
 // sawFailback keeps the failbacks just written among this process's own
-// sightings: their probation does not depend on the annotation keeping
-// them.
+// sightings.
 func (r *Reconciler) sawFailback(mem *memory, m *contract.RebalanceState, members []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -86,23 +98,54 @@ func (r *Reconciler) sawFailback(mem *memory, m *contract.RebalanceState, member
 }
 
 // release gives the RSP back to the user: the baseline (or the user's own
-// later edit) and no annotation.
+// later edit), its record marked released (kept: it says the spec carries
+// no pin of fedfailover's), and no legacy annotation. Without a record or
+// an annotation of its own there is nothing fedfailover could restore
+// from, and nothing is written.
 func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) error {
 	key := client.ObjectKeyFromObject(rsp)
 	r.forget(key)
 	metrics.DeleteRSP(rsp.Namespace, rsp.Name)
-	m, err := contract.DecodeRebalanceState(rsp.Annotations)
-	if err == nil && m == nil {
-		return nil
-	}
+	rec, err := r.getRecord(ctx, key, nil)
 	if err != nil {
-		return r.dropState(ctx, rsp, err)
+		return err
+	}
+	st := stored{}
+	var m *contract.RebalanceState
+	if rec != nil && !rec.Spec.Released && (rec.Spec.RSPUID == "" || rec.Spec.RSPUID == string(rsp.UID)) {
+		st.rec, m = rec, contract.StateFromRecord(&rec.Spec)
+	} else if _, ok := rsp.Annotations[contract.AnnotationRebalance]; ok {
+		if m, err = legacyHint(rsp); err != nil {
+			return r.dropState(ctx, rsp, err)
+		}
+		st.migrated = true
+	}
+	if m == nil {
+		return nil
 	}
 	target, live := m.Baseline, specPlacement(rsp)
 	if m.Applied == nil || !m.Applied.Equal(live) {
 		target = live
 	}
-	if err := r.applyRSP(ctx, rsp, target, nil); err != nil {
+	if !target.Equal(live) {
+		if err := r.applyRSP(ctx, rsp, target); err != nil {
+			return err
+		}
+	}
+	if st.rec != nil {
+		done := st.rec.DeepCopy()
+		done.Spec.Released, done.Spec.Policy, done.Spec.Members = true, "", nil
+		applied := contract.StateFromRecord(&done.Spec)
+		applied.Applied = &target
+		done.Spec.Applied = applied.RecordSpec().Applied
+		if err := r.host.Update(ctx, done, client.FieldOwner(FieldOwner)); err != nil {
+			if apierrors.IsConflict(err) {
+				return errStale
+			}
+			return fmt.Errorf("marking RebalanceRecord %s released: %w", key, client.IgnoreNotFound(err))
+		}
+	}
+	if err := r.dropLegacyAnnotation(ctx, rsp, true); err != nil {
 		return err
 	}
 	if !target.Equal(live) {
@@ -113,7 +156,7 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	return nil
 }
 
-// dropState removes an unreadable rebalance annotation from an RSP no
+// dropState removes an unusable legacy rebalance annotation from an RSP no
 // policy manages, leaving its spec as it is: nothing recorded can be
 // trusted. A merge patch, because whoever garbled it may own the field.
 func (r *Reconciler) dropState(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, why error) error {
@@ -130,15 +173,12 @@ func (r *Reconciler) dropState(ctx context.Context, rsp *fedschedv1a1.ReplicaSch
 	return nil
 }
 
-func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, p contract.Placement, annotations map[string]string) error {
+func (r *Reconciler) applyRSP(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, p contract.Placement) error {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": specFields(p)}}
 	u.SetGroupVersionKind(fedschedv1a1.SchemeGroupVersion.WithKind("ReplicaSchedulingPreference"))
 	u.SetNamespace(rsp.Namespace)
 	u.SetName(rsp.Name)
 	u.SetResourceVersion(rsp.ResourceVersion)
-	if len(annotations) > 0 {
-		u.SetAnnotations(annotations)
-	}
 	if err := r.host.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		if apierrors.IsConflict(err) {
 			return errStale

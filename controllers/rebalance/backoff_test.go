@@ -72,7 +72,7 @@ func TestExhaustedRightAfterFailbackBacksOff(t *testing.T) {
 	pol, user, shifted, long := shiftedToMember1(&spec)
 	state := &contract.RebalanceState{Policy: "osc", Baseline: user, Applied: &shifted, LastChange: long,
 		Members: map[string]contract.MemberTimers{"member2": {RoomSince: long}}}
-	r, c, rec, key := rspWithAnnotation(t, state.Encode(), pol)
+	r, c, rec, key := rspWithState(t, state, pol)
 	rsp := specOf(t, c, key)
 	rsp.Spec.Clusters = shifted.Clusters
 	if err := c.Update(t.Context(), rsp); err != nil {
@@ -96,14 +96,10 @@ func TestExhaustedRightAfterFailbackBacksOff(t *testing.T) {
 		t.Fatalf("no probation recorded for member2 after the failback: %+v (plan %+v)", m.Members, specOf(t, c, key).Spec)
 	}
 	drain(rec.Events)
-	// The probation is what this process did: an annotation edited to drop
-	// it (by anyone who can write the RSP) does not end it.
+	// The probation is what this process did: a record edited to drop it
+	// does not end it.
 	m.Members["member2"] = contract.MemberTimers{RoomSince: m.Members["member2"].RoomSince}
-	rsp = specOf(t, c, key)
-	rsp.Annotations[contract.AnnotationRebalance] = m.Encode()
-	if err := c.Update(t.Context(), rsp); err != nil {
-		t.Fatal(err)
-	}
+	putRecord(t, c, key, m)
 
 	// member2's new pods cannot be scheduled: its room was overestimated.
 	full := noMembers(t)
@@ -146,15 +142,7 @@ func TestBackoffDelaysFailback(t *testing.T) {
 
 func recordedState(t *testing.T, c client.Client, key types.NamespacedName) *contract.RebalanceState {
 	t.Helper()
-	rsp := &fedschedv1a1.ReplicaSchedulingPreference{}
-	if err := c.Get(t.Context(), key, rsp); err != nil {
-		t.Fatal(err)
-	}
-	m, err := contract.DecodeRebalanceState(rsp.Annotations)
-	if err != nil || m == nil {
-		t.Fatalf("state %v, %v", m, err)
-	}
-	return m
+	return contract.StateFromRecord(&recordOf(t, c, key).Spec)
 }
 
 // The onsets in the RSP's annotation are a record, never authority: anyone
@@ -206,7 +194,7 @@ func TestRecordedOnsetsDoNotShortenAWait(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			state := &contract.RebalanceState{Policy: "osc", Baseline: user, Applied: &tc.from, LastChange: long,
 				Members: map[string]contract.MemberTimers{"member2": tc.marks}}
-			r, c, _, key := rspWithAnnotation(t, state.Encode(), pol)
+			r, c, _, key := rspWithState(t, state, pol)
 			rsp := specOf(t, c, key)
 			rsp.Spec.Clusters = tc.from.Clusters
 			if err := c.Update(t.Context(), rsp); err != nil {

@@ -38,6 +38,15 @@ func rspWithAnnotation(t *testing.T, value string, objs ...client.Object) (*Reco
 	return r, c, rec, client.ObjectKeyFromObject(rsp)
 }
 
+// rspWithState is rspWithAnnotation without one, and m as the RSP's
+// RebalanceRecord.
+func rspWithState(t *testing.T, m *contract.RebalanceState, objs ...client.Object) (*Reconciler, client.Client, *events.FakeRecorder, types.NamespacedName) {
+	t.Helper()
+	r, c, rec, key := rspWithAnnotation(t, "", objs...)
+	putRecord(t, c, key, m)
+	return r, c, rec, key
+}
+
 // Rule 8: an unreadable annotation on an unmanaged RSP is removed with a
 // Warning event, the spec left as it is, instead of failing every pass.
 func TestMalformedAnnotationOnReleaseIsRemoved(t *testing.T) {
@@ -72,10 +81,7 @@ func TestMalformedAnnotationOnManagedRSPResetsBaseline(t *testing.T) {
 	if err := c.Get(context.Background(), key, got); err != nil {
 		t.Fatal(err)
 	}
-	m, err := contract.DecodeRebalanceState(got.Annotations)
-	if err != nil || m == nil {
-		t.Fatalf("recorded state %v, %v: want a fresh one", m, err)
-	}
+	m := recordedState(t, c, key)
 	if want := (contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}); !m.Baseline.Equal(want) || m.Policy != "p" {
 		t.Errorf("baseline %+v (policy %q), want the current spec 1:1 for p", m.Baseline, m.Policy)
 	}

@@ -52,9 +52,12 @@ func (f *finalizer) restoreAll(ctx context.Context, name string) (pending bool, 
 	}
 	for i := range list.Items {
 		rsp := &list.Items[i]
-		m, err := contract.DecodeRebalanceState(rsp.Annotations)
-		if err != nil || m == nil || m.Policy != name {
-			continue // unreadable states are reset by the RSP's own pass
+		owner, err := f.r.storedPolicy(ctx, rsp)
+		if err != nil {
+			return false, err
+		}
+		if owner != name {
+			continue
 		}
 		sel, err := f.r.policyFor(ctx, rsp)
 		if err != nil {

@@ -29,10 +29,11 @@ func shiftedOnHost(t *testing.T, r *Reconciler, c client.Client, ns, pol string)
 	shifted := contract.Placement{TotalReplicas: 6, Clusters: map[string]fedschedv1a1.ClusterPreferences{
 		"member1": {MinReplicas: 6, MaxReplicas: &six, Weight: 6}, "member2": {MaxReplicas: &zero}}}
 	m := &contract.RebalanceState{Policy: pol, Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
-	if err := r.applyRSP(context.Background(), rsp, shifted, map[string]string{contract.AnnotationRebalance: m.Encode()}); err != nil {
+	key := client.ObjectKeyFromObject(rsp)
+	putRecord(t, c, key, m)
+	if err := r.applyRSP(context.Background(), rsp, shifted); err != nil {
 		t.Fatal(err)
 	}
-	key := client.ObjectKeyFromObject(rsp)
 	if got := specPlacement(specOf(t, c, key)); !got.Equal(shifted) {
 		t.Fatalf("setup: spec %+v, want the shift", got)
 	}
@@ -46,7 +47,8 @@ func reconcileFinalizer(t *testing.T, r *Reconciler, name string) {
 	}
 }
 
-// wantReleased fails unless the RSP is back at baseline without fedfailover's annotation.
+// wantReleased fails unless the RSP is back at baseline, without
+// fedfailover's annotation, and its record says released.
 func wantReleased(t *testing.T, c client.Client, key types.NamespacedName, baseline contract.Placement) {
 	t.Helper()
 	got := specOf(t, c, key)
@@ -55,6 +57,9 @@ func wantReleased(t *testing.T, c client.Client, key types.NamespacedName, basel
 	}
 	if v, ok := got.Annotations[contract.AnnotationRebalance]; ok {
 		t.Errorf("annotation left: %s", v)
+	}
+	if rec := recordOf(t, c, key); !rec.Spec.Released || rec.Spec.Policy != "" {
+		t.Errorf("record %+v, want it released", rec.Spec)
 	}
 }
 

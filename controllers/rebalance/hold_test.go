@@ -34,12 +34,12 @@ func shiftedRSP(t *testing.T, pol *v1alpha1.FailoverPolicy) (r *Reconciler, c cl
 	user := contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}
 	shifted = contract.Placement{TotalReplicas: 6, Clusters: prefs(6, 0)}
 	m = &contract.RebalanceState{Policy: "p", Baseline: user, Applied: &shifted, LastChange: timePtr(t0)}
-	rsp = &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web",
-		Annotations: map[string]string{contract.AnnotationRebalance: m.Encode()}},
+	rsp = &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"},
 		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment", TotalReplicas: 6, Clusters: prefs(6, 0)}}
 	c = fake.NewClientBuilder().WithScheme(s).WithObjects(rsp, pol).Build()
 	rec = events.NewFakeRecorder(10)
 	r = &Reconciler{host: c, recorder: rec, store: newStore(), mem: map[types.NamespacedName]*memory{}, now: func() time.Time { return t0 }}
+	putRecord(t, c, client.ObjectKeyFromObject(rsp), m)
 	return r, c, rec, rsp, m, shifted
 }
 
@@ -53,6 +53,7 @@ func reconcileUnchanged(t *testing.T, r *Reconciler, c client.Client, rsp *fedsc
 	if err := c.Get(context.Background(), key, before); err != nil {
 		t.Fatal(err)
 	}
+	recBefore := recordOf(t, c, key)
 	for range passes {
 		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 			t.Fatal(err)
@@ -62,8 +63,11 @@ func reconcileUnchanged(t *testing.T, r *Reconciler, c client.Client, rsp *fedsc
 	if err := c.Get(context.Background(), key, got); err != nil {
 		t.Fatal(err)
 	}
-	if got.ResourceVersion != before.ResourceVersion || got.Annotations[contract.AnnotationRebalance] != m.Encode() || !specPlacement(got).Equal(shifted) {
+	if got.ResourceVersion != before.ResourceVersion || !specPlacement(got).Equal(shifted) {
 		t.Fatalf("RSP changed: %+v", got)
+	}
+	if rec := recordOf(t, c, key); rec.ResourceVersion != recBefore.ResourceVersion || !contract.StateFromRecord(&rec.Spec).Baseline.Equal(m.Baseline) {
+		t.Fatalf("record changed: %+v", rec.Spec)
 	}
 }
 

@@ -27,7 +27,6 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
-	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 )
 
@@ -165,17 +164,12 @@ func TestDueExhaustionIsNotQueuedBehindAFanOut(t *testing.T) {
 
 	// The manager's initial list passes every RSP once (first touch).
 	pollUntil(t, 2*time.Minute, "every RSP taken over", func() (bool, string) {
-		var list fedschedv1a1.ReplicaSchedulingPreferenceList
+		var list v1alpha1.RebalanceRecordList
 		if err := c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
 		}
-		n := 0
-		for i := range list.Items {
-			if _, ok := list.Items[i].Annotations[contract.AnnotationRebalance]; ok {
-				n++
-			}
-		}
-		return n == total, fmt.Sprintf("%d/%d annotated", n, total)
+		n := len(list.Items)
+		return n == total, fmt.Sprintf("%d/%d recorded", n, total)
 	})
 
 	// The first `due` workloads' new replicas turn Unschedulable in member2

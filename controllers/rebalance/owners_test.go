@@ -15,10 +15,7 @@ import (
 func resolve(t *testing.T, c client.Client, key types.NamespacedName) (*contract.RebalanceState, bool) {
 	t.Helper()
 	live := specOf(t, c, key)
-	recorded, err := contract.DecodeRebalanceState(live.Annotations)
-	if err != nil || recorded == nil {
-		t.Fatalf("recorded state %v, %v", recorded, err)
-	}
+	recorded := recordedState(t, c, key)
 	return baselineOf(recorded, specPlacement(live), ownersOf(live.ManagedFields), "p")
 }
 

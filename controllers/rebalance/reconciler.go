@@ -46,7 +46,10 @@ type members interface {
 
 // Reconciler manages one ReplicaSchedulingPreference per request.
 type Reconciler struct {
-	host     client.Client
+	host client.Client
+	// live reads the API server past the cache (a record just created);
+	// nil: the host client alone.
+	live     client.Reader
 	members  members
 	recorder recorder.EventRecorder
 	opts     Options
@@ -58,11 +61,14 @@ type Reconciler struct {
 	mem map[types.NamespacedName]*memory
 }
 
-// memory is what one process keeps per RSP beyond the annotation: the
+// memory is what one process keeps per RSP beyond its RebalanceRecord: the
 // marks in dry-run (nothing is written), the last reported plan (events on
 // transitions only) and the onset of a problem being repaired (metric).
 type memory struct {
-	dryMarks   *contract.RebalanceState
+	dryMarks *contract.RebalanceState
+	// rec is the record as this process last wrote it: newer than the
+	// cache's until the watch delivers it.
+	rec        *v1alpha1.RebalanceRecord
 	lastReport string
 	// held is why the RSP was last held (events on the transition only).
 	held string
@@ -102,10 +108,12 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rsp := &fedschedv1a1.ReplicaSchedulingPreference{}
 	if err := r.host.Get(ctx, req.NamespacedName, rsp); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			r.forget(req.NamespacedName)
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		// The RSP is gone: so is what fedfailover kept about it.
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, r.deleteRecord(ctx, req.NamespacedName)
 	}
 	sel, err := r.policyFor(ctx, rsp)
 	if err != nil {
@@ -146,9 +154,9 @@ func (r *Reconciler) policyFor(ctx context.Context, rsp *fedschedv1a1.ReplicaSch
 		}
 		obj.NamespaceLabels = ns.Labels
 	}
-	owner := ""
-	if m, err := contract.DecodeRebalanceState(rsp.Annotations); err == nil && m != nil {
-		owner = m.Policy
+	owner, err := r.storedPolicy(ctx, rsp)
+	if err != nil {
+		return policy.Selection{}, err
 	}
 	return policy.ForRSP(list.Items, obj, owner), nil
 }
@@ -157,17 +165,23 @@ func (r *Reconciler) policyFor(ctx context.Context, rsp *fedschedv1a1.ReplicaSch
 func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(rsp)
 	mem := r.memoryOf(key)
+	now := r.now()
+	st, err := r.recordedMarks(ctx, rsp, pol, mem, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if st.missing != "" {
+		// fedfailover's own pins without the state that says what they
+		// replaced: never adopted as the baseline, never "restored" from
+		// a guess. The record's creation or the RSP's next write wakes it.
+		r.hold(ctx, pol, rsp, v1alpha1.ReasonStateMissing, errors.New(st.missing))
+		return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
+	}
 	r.mu.Lock()
 	mem.held = "" // a later hold is a new transition
 	r.mu.Unlock()
-	recorded, err := r.recordedMarks(rsp, pol, mem)
-	if err != nil {
-		// A state that cannot be read is not retried forever: the user's
-		// spec as it is now becomes the baseline (and is recorded so).
-		r.report(ctx, pol, rsp, "", ReasonStateReset, ActionBaselineChanged,
-			fmt.Sprintf("unreadable %s annotation, reset: the current spec is the baseline (%v)", contract.AnnotationRebalance, err), pol.Spec.DryRun)
-		recorded = nil
-	}
+	r.reportLoad(ctx, pol, rsp, &st)
+	recorded := st.state
 	live := specPlacement(rsp)
 	m, edited := baselineOf(recorded, live, ownersOf(rsp.ManagedFields), pol.Name)
 	if edited {
@@ -178,13 +192,12 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	now := r.now()
 	in, requeue, onset, err := r.plannerInput(ctx, pol, rsp, m, w, mem, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	res := planner.Plan(in)
-	if err := r.apply(ctx, pol, rsp, m, res, mem); err != nil {
+	if err := r.apply(ctx, pol, rsp, m, res, mem, &st); err != nil {
 		if errors.Is(err, errStale) {
 			// The RSP's newer version is on its way through the watch and
 			// queues the next pass; this requeue is only a safety net.
@@ -221,17 +234,19 @@ func wakePriority(next wake.Soonest, now time.Time, resync time.Duration) int {
 	return 0
 }
 
-// recordedMarks is the durable state: in dry-run the process memory (the
-// RSP is never written), else the annotation.
-func (r *Reconciler) recordedMarks(rsp *fedschedv1a1.ReplicaSchedulingPreference, pol *v1alpha1.FailoverPolicy, mem *memory) (*contract.RebalanceState, error) {
+// recordedMarks is the durable state: in dry-run the process memory
+// (nothing is written), else the RSP's RebalanceRecord (loadState).
+func (r *Reconciler) recordedMarks(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, pol *v1alpha1.FailoverPolicy,
+	mem *memory, now time.Time) (stored, error) {
 	if pol.Spec.DryRun {
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		if mem.dryMarks != nil {
-			return mem.dryMarks.Clone(), nil
+		dry := mem.dryMarks.Clone()
+		r.mu.Unlock()
+		if dry != nil {
+			return stored{state: dry}, nil
 		}
 	}
-	return contract.DecodeRebalanceState(rsp.Annotations)
+	return r.loadState(ctx, rsp, mem, now)
 }
 
 // plannerInput assesses every selected member and updates the marks.

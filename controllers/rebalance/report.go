@@ -30,15 +30,23 @@ const (
 	ActionSuspend         = "Suspended"
 	ActionResume          = "Resumed"
 	ActionBackoff         = "BackedOff"
+	ActionStateCorrected  = "CorrectedState"
+	ActionStateMigrated   = "MigratedState"
 )
 
 // Event and decision reasons besides the planner's.
 const (
 	ReasonAdoptedUserEdit  = "AdoptedUserEdit"
 	ReasonBaselineRestored = "RestoredBaseline"
-	// ReasonStateReset: the RSP's rebalance annotation could not be read;
-	// the current spec became the baseline.
+	// ReasonStateReset: the RSP's legacy rebalance annotation could not be
+	// used; the current spec became the baseline.
 	ReasonStateReset = "StateReset"
+	// ReasonStateClamped: a recorded time later than now was taken as now,
+	// or a backoff level above the cap as the cap.
+	ReasonStateClamped = "StateClamped"
+	// ReasonStateMigrated: the legacy annotation's state moved into the
+	// RSP's RebalanceRecord.
+	ReasonStateMigrated = "StateMigrated"
 	// ReasonRebalanceResumed: the federation guard no longer holds the RSP.
 	ReasonRebalanceResumed = "RebalanceResumed"
 	// ReasonFailbackBackoff: a member ran out of capacity right after a
@@ -66,7 +74,7 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	evType := corev1.EventTypeNormal
 	switch reason {
 	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity,
-		ReasonStateReset, ReasonFailbackBackoff, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere:
+		ReasonStateReset, ReasonStateClamped, v1alpha1.ReasonStateMissing, ReasonFailbackBackoff, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere:
 		evType = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)
@@ -199,8 +207,11 @@ func (r *Reconciler) reportSuspension(ctx context.Context, pol *v1alpha1.Failove
 func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, reason string, why error) {
 	key := client.ObjectKeyFromObject(rsp)
 	st := v1alpha1.RebalanceStatus{Namespace: rsp.Namespace, Name: rsp.Name, Reason: reason}
-	if m, err := contract.DecodeRebalanceState(rsp.Annotations); err == nil && m != nil {
+	if m, err := r.shownState(ctx, rsp); err == nil && m != nil {
 		st.Shifted, st.LastChangeTime = !m.Baseline.Equal(specPlacement(rsp)), m.LastChange
+	}
+	if reason == v1alpha1.ReasonStateMissing {
+		st.Shifted = true // fedfailover's pins are on the spec
 	}
 	msg := fmt.Sprintf("left as it is, neither planned nor released: %s", why)
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: true, placement: v1alpha1.ReasonRebalanceHeld, detail: key.String() + ": " + msg})

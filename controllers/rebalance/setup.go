@@ -61,7 +61,7 @@ func (o Options) withDefaults() Options {
 // its FailoverPolicy status controller to mgr.
 func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) error {
 	opts = opts.withDefaults()
-	r := &Reconciler{host: mgr.GetClient(), members: members, recorder: mgr.GetEventRecorder("fedfailover-rebalance"),
+	r := &Reconciler{host: mgr.GetClient(), live: mgr.GetAPIReader(), members: members, recorder: mgr.GetEventRecorder("fedfailover-rebalance"),
 		opts: opts, now: opts.Now, store: newStore(), mem: map[types.NamespacedName]*memory{}}
 	all := func(ctx context.Context, _ client.Object) []reconcile.Request { return r.allRSPs(ctx, "") }
 	allForKFC := func(ctx context.Context, _ *kubefedv1beta1.KubeFedCluster) []reconcile.Request {
@@ -73,6 +73,12 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		For(&fedschedv1a1.ReplicaSchedulingPreference{}).
 		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(all),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A record maps to its RSP (same namespace and name): on start (a
+		// record whose RSP is gone is deleted) and when one appears or
+		// goes (an RSP held for want of it). fedfailover's own updates
+		// need no pass.
+		Watches(&v1alpha1.RebalanceRecord{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		WatchesRawSource(members.KubeFedClusterSource(handler.TypedEnqueueRequestsFromMapFunc(allForKFC), kubefedClusterChanged)).
 		WatchesRawSource(members.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return r.allRSPs(ctx, "") })).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).

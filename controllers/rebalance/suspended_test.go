@@ -68,7 +68,7 @@ func TestGuardSuspensionIsVisible(t *testing.T) {
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "guarded"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
 	user := (&contract.RebalanceState{Policy: "guarded", Baseline: contract.Placement{TotalReplicas: 6, Clusters: prefs(1, 1)}})
 	user.Applied = &user.Baseline
-	r, c, rec, key := rspWithAnnotation(t, user.Encode(), pol)
+	r, c, rec, key := rspWithState(t, user, pol)
 	fm := noMembers(t)
 	fm.add(t, "member1", readyNode("n1", 10))
 	fm.add(t, "member2", readyNode("n2", 10))

@@ -19,9 +19,10 @@ type resource struct {
 var (
 	resFailoverPolicies = resource{"failoverpolicies.failover.fedfailover.io",
 		"install fedfailover's CRDs: `kubectl apply -f config/crd/bases` (from the fedfailover repository) or `helm install fedfailover charts/fedfailover`"}
-	resNodeRecoveries  = resource{"noderecoveries.failover.fedfailover.io", resFailoverPolicies.Install}
-	resRecoveryGuards  = resource{"recoveryguards.failover.fedfailover.io", resFailoverPolicies.Install}
-	resKubeFedClusters = resource{"kubefedclusters.core.kubefed.io",
+	resNodeRecoveries   = resource{"noderecoveries.failover.fedfailover.io", resFailoverPolicies.Install}
+	resRecoveryGuards   = resource{"recoveryguards.failover.fedfailover.io", resFailoverPolicies.Install}
+	resRebalanceRecords = resource{"rebalancerecords.failover.fedfailover.io", resFailoverPolicies.Install}
+	resKubeFedClusters  = resource{"kubefedclusters.core.kubefed.io",
 		"install kubefed v0.10 in the host cluster (its chart's CRDs) and register members with `kubefedctl join`"}
 	resRSPs = resource{"replicaschedulingpreferences.scheduling.kubefed.io",
 		"install kubefed v0.10 in the host cluster (its chart's CRDs)"}

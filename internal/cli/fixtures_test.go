@@ -135,7 +135,7 @@ func dryPolicy() v1alpha1.FailoverPolicy {
 // a node that was recovered, member3 lost one that cannot be fenced.
 func fixture() *Snapshot {
 	web := rsp("demo", "web", 6, map[string]fedschedv1a1.ClusterPreferences{
-		"member1": prefs(3, 3, 3), "member2": prefs(0, 0, 0), "member3": prefs(3, 3, 3)}, webState)
+		"member1": prefs(3, 3, 3), "member2": prefs(0, 0, 0), "member3": prefs(3, 3, 3)}, "")
 	return &Snapshot{
 		Now:      now,
 		Policies: []v1alpha1.FailoverPolicy{defaultPolicy(), dryPolicy()},
@@ -149,9 +149,22 @@ func fixture() *Snapshot {
 			rsp("edge", "cache", 4, map[string]fedschedv1a1.ClusterPreferences{"member1": prefs(1, 0), "member3": prefs(3, 1)}, ""),
 			rsp("other", "batch", 3, map[string]fedschedv1a1.ClusterPreferences{"*": prefs(1, 0)}, ""),
 		},
-		Records: []v1alpha1.NodeRecovery{recoveredRecord(), returnedRecord(), blockedRecord()},
-		Guards:  []v1alpha1.RecoveryGuard{guard("member1", false, ago(40*time.Minute), "")},
+		Records:    []v1alpha1.NodeRecovery{recoveredRecord(), returnedRecord(), blockedRecord()},
+		Guards:     []v1alpha1.RecoveryGuard{guard("member1", false, ago(40*time.Minute), "")},
+		Rebalances: []v1alpha1.RebalanceRecord{stateRecord("demo", "web", webState)},
 	}
+}
+
+// stateRecord is the RebalanceRecord of RSP ns/name holding state (JSON,
+// as the legacy annotation spelled it).
+func stateRecord(ns, name, state string) v1alpha1.RebalanceRecord {
+	m, err := contract.DecodeRebalanceState(map[string]string{contract.AnnotationRebalance: state})
+	if err != nil {
+		panic(err)
+	}
+	r := v1alpha1.RebalanceRecord{Spec: m.RecordSpec()}
+	r.Namespace, r.Name = ns, name
+	return r
 }
 
 // record is a NodeRecovery about a node of a member of the default policy,

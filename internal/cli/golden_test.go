@@ -8,13 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
-	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
@@ -126,10 +125,10 @@ func TestPlanUnknownCluster(t *testing.T) {
 // (clusterFailedAfter 20 s), member1 failing makes two of three.
 func TestPlanGuardCountsFailingMembers(t *testing.T) {
 	s := fixture()
-	for i := range s.RSPs {
-		if a := s.RSPs[i].Annotations; a != nil {
-			a[contract.AnnotationRebalance] = strings.Replace(a[contract.AnnotationRebalance],
-				`"failingSince":"2026-11-30T11:58:00Z"`, `"failingSince":"2026-11-30T11:59:55Z"`, 1)
+	for i := range s.Rebalances {
+		if t, ok := s.Rebalances[i].Spec.Members["member2"]; ok && t.FailingSince != nil {
+			t.FailingSince = &metav1.Time{Time: now.Add(-5 * time.Second)}
+			s.Rebalances[i].Spec.Members["member2"] = t
 		}
 	}
 	v, err := BuildPlan(s, Scenario{Cluster: "member1"})

@@ -106,7 +106,7 @@ func BuildPlan(s *Snapshot, sc Scenario) (PlanView, error) {
 }
 
 func planRSP(s *Snapshot, p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, sc Scenario) (PlanRow, error) {
-	base, err := baselineOf(rsp)
+	base, err := s.baselineOf(rsp)
 	if err != nil {
 		return PlanRow{}, fmt.Errorf("RSP %s/%s: %w", rsp.Namespace, rsp.Name, err)
 	}

@@ -55,7 +55,7 @@ func rspRows(s *Snapshot) []RSPRow {
 
 func rspRow(s *Snapshot, rsp *fedschedv1a1.ReplicaSchedulingPreference) RSPRow {
 	r := RSPRow{Namespace: rsp.Namespace, Name: rsp.Name, TotalReplicas: rsp.Spec.TotalReplicas}
-	base, err := baselineOf(rsp)
+	base, err := s.baselineOf(rsp)
 	if err != nil {
 		r.Error = err.Error()
 	}
@@ -118,14 +118,35 @@ func (b baseline) timers(member string) (failingSince, roomSince time.Time) {
 	return failingSince, roomSince
 }
 
-// baselineOf reads fedfailover's record of the user's spec; an RSP it never
-// touched is its own baseline.
-func baselineOf(rsp *fedschedv1a1.ReplicaSchedulingPreference) (baseline, error) {
+// baselineOf reads fedfailover's record of the user's spec, the RSP's
+// RebalanceRecord (one of this RSP, not released); without one, the
+// legacy annotation an older fedfailover wrote and the manager has not
+// migrated yet. An RSP it never touched is its own baseline.
+func (s *Snapshot) baselineOf(rsp *fedschedv1a1.ReplicaSchedulingPreference) (baseline, error) {
+	if rec := s.rebalanceRecord(rsp); rec != nil {
+		if rec.Spec.Released {
+			return baseline{total: rsp.Spec.TotalReplicas, clusters: rsp.Spec.Clusters}, nil
+		}
+		m := contract.StateFromRecord(&rec.Spec)
+		return baseline{total: m.Baseline.TotalReplicas, clusters: m.Baseline.Clusters, recorded: m}, nil
+	}
 	rec, err := contract.DecodeRebalanceState(rsp.Annotations)
 	if err != nil || rec == nil {
 		return baseline{total: rsp.Spec.TotalReplicas, clusters: rsp.Spec.Clusters}, err
 	}
 	return baseline{total: rec.Baseline.TotalReplicas, clusters: rec.Baseline.Clusters, recorded: rec}, nil
+}
+
+// rebalanceRecord is the RSP's RebalanceRecord, or nil (none, or one of an
+// earlier RSP of the same name).
+func (s *Snapshot) rebalanceRecord(rsp *fedschedv1a1.ReplicaSchedulingPreference) *v1alpha1.RebalanceRecord {
+	for i := range s.Rebalances {
+		r := &s.Rebalances[i]
+		if r.Namespace == rsp.Namespace && r.Name == rsp.Name && (r.Spec.RSPUID == "" || r.Spec.RSPUID == string(rsp.UID)) {
+			return r
+		}
+	}
+	return nil
 }
 
 // shifted says whether the RSP's spec differs from its baseline.

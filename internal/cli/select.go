@@ -29,7 +29,7 @@ func (s *Snapshot) policyMembers(p *v1alpha1.FailoverPolicy) []string {
 // controller's rule (internal/policy.ForRSP).
 func (s *Snapshot) rebalancePolicy(rsp *fedschedv1a1.ReplicaSchedulingPreference) policy.Selection {
 	owner := ""
-	if base, err := baselineOf(rsp); err == nil && base.recorded != nil {
+	if base, err := s.baselineOf(rsp); err == nil && base.recorded != nil {
 		owner = base.recorded.Policy
 	}
 	obj := policy.Object{Labels: rsp.Labels, Namespace: rsp.Namespace, NamespaceLabels: s.NamespaceLabels[rsp.Namespace]}

@@ -39,6 +39,9 @@ type Snapshot struct {
 	Records []v1alpha1.NodeRecovery
 	// Guards are the members' RecoveryGuards: the storm state.
 	Guards []v1alpha1.RecoveryGuard
+	// Rebalances are the RSPs' RebalanceRecords: fedfailover's baseline
+	// and timers of each RSP it manages (same namespace and name).
+	Rebalances []v1alpha1.RebalanceRecord
 	// NamespaceLabels holds the labels of RSP namespaces, read only when a
 	// policy selects RSPs by namespace labels.
 	NamespaceLabels map[string]map[string]string
@@ -60,6 +63,10 @@ func Gather(ctx context.Context, src Source, now time.Time) (*Snapshot, error) {
 	if err := src.Reader.List(ctx, &guards); err != nil {
 		return nil, Explain(err, resRecoveryGuards, "")
 	}
+	var rbrecs v1alpha1.RebalanceRecordList
+	if err := src.Reader.List(ctx, &rbrecs, client.InNamespace(src.Namespace)); err != nil {
+		return nil, Explain(err, resRebalanceRecords, src.Namespace)
+	}
 	var kfcs kubefedv1beta1.KubeFedClusterList
 	if err := src.Reader.List(ctx, &kfcs, client.InNamespace(src.KubefedNamespace)); err != nil {
 		return nil, Explain(err, resKubeFedClusters, src.KubefedNamespace)
@@ -69,7 +76,7 @@ func Gather(ctx context.Context, src Source, now time.Time) (*Snapshot, error) {
 		return nil, Explain(err, resRSPs, src.Namespace)
 	}
 	s.Policies, s.Clusters, s.RSPs = pols.Items, kfcs.Items, rsps.Items
-	s.Records, s.Guards = recs.Items, guards.Items
+	s.Records, s.Guards, s.Rebalances = recs.Items, guards.Items, rbrecs.Items
 	sortSnapshot(s)
 	if policy.NeedNamespaceLabels(s.Policies) {
 		if err := s.readNamespaceLabels(ctx, src.Reader); err != nil {
@@ -87,6 +94,9 @@ func sortSnapshot(s *Snapshot) {
 	})
 	slices.SortFunc(s.Records, func(a, b v1alpha1.NodeRecovery) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(s.Guards, func(a, b v1alpha1.RecoveryGuard) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Rebalances, func(a, b v1alpha1.RebalanceRecord) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
 }
 
 func (s *Snapshot) readNamespaceLabels(ctx context.Context, r client.Reader) error {
@@ -123,6 +133,9 @@ func (s *Snapshot) Fingerprint() string {
 	}
 	for i := range s.Guards {
 		fmt.Fprintf(&b, "g/%s@%s,", s.Guards[i].Name, s.Guards[i].ResourceVersion)
+	}
+	for i := range s.Rebalances {
+		fmt.Fprintf(&b, "b/%s/%s@%s,", s.Rebalances[i].Namespace, s.Rebalances[i].Name, s.Rebalances[i].ResourceVersion)
 	}
 	return b.String()
 }

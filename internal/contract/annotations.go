@@ -32,9 +32,10 @@ const (
 // state (JSON, see Storm); absent means no storm.
 const AnnotationStorm = "failover.fedfailover.io/storm"
 
-// AnnotationRebalance on a ReplicaSchedulingPreference holds everything the
-// rebalance controller must remember across restarts (JSON, see
-// RebalanceState).
+// AnnotationRebalance on a ReplicaSchedulingPreference held, in older
+// fedfailovers, everything the rebalance controller must remember across
+// restarts (JSON, see RebalanceState). It is legacy: read once, as a hint,
+// to seed the RSP's RebalanceRecord, then removed; never written.
 const AnnotationRebalance = "failover.fedfailover.io/rebalance"
 
 // AnnotationCAPICluster on a KubeFedCluster names the member's Cluster API

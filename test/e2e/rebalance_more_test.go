@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -171,7 +171,7 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !baselineRecorded(t, mustRSP(t, ns, name), total, baseWeights) {
-		t.Fatalf("baseline lost across the restart: annotation %q", mustRSP(t, ns, name).Annotations[contract.AnnotationRebalance])
+		t.Fatalf("baseline lost across the restart: %s", recordString(t, ns, name))
 	}
 	if !after.LastChange.Equal(before.LastChange) {
 		t.Errorf("restart rewrote the RSP: lastChange %v, was %v", after.LastChange, before.LastChange)
@@ -212,7 +212,7 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 	t.Logf("RSP placements (since the workload was shifted):\n%s", strings.Join(changes.lines(samples[0].at), "\n"))
 	r := mustRSP(t, ns, name)
 	if !baselineRecorded(t, r, total, baseWeights) {
-		t.Errorf("baseline annotation after failback %q, want total %d weights %v", r.Annotations[contract.AnnotationRebalance], total, baseWeights)
+		t.Errorf("baseline after failback %s, want total %d weights %v", recordString(t, r.Namespace, r.Name), total, baseWeights)
 	}
 	if len(changes) > 6 {
 		t.Errorf("%d RSP placements, want at most 6: a restart repeated or added steps", len(changes))
@@ -241,34 +241,33 @@ func TestRebalanceOperatorRestartMidShift(t *testing.T) {
 	})
 }
 
-// rbMarks is the part of the state annotation the tests read.
-type rbMarks struct {
-	Applied    json.RawMessage `json:"applied"`
-	LastChange *metav1.Time    `json:"lastChange"`
-	Members    map[string]struct {
-		FailingSince *metav1.Time `json:"failingSince"`
-		RoomSince    *metav1.Time `json:"roomSince"`
-	} `json:"members"`
-}
-
-func rspMarks(ctx context.Context, ns, name string) (*rbMarks, error) {
-	r, err := getRSP(ctx, ns, name)
+// rspMarks is the state fedfailover keeps of the RSP: its
+// RebalanceRecord (not released).
+func rspMarks(ctx context.Context, ns, name string) (*contract.RebalanceState, error) {
+	rec, err := getRecord(ctx, ns, name)
 	if err != nil {
 		return nil, err
 	}
-	return marksOf(r)
+	if rec.Spec.Released {
+		return nil, fmt.Errorf("RebalanceRecord %s/%s released", ns, name)
+	}
+	return contract.StateFromRecord(&rec.Spec), nil
 }
 
-func marksOf(r *fedschedv1a1.ReplicaSchedulingPreference) (*rbMarks, error) {
-	raw, ok := r.Annotations[contract.AnnotationRebalance]
-	if !ok {
-		return nil, fmt.Errorf("no %s annotation", contract.AnnotationRebalance)
+// getRecord reads the RSP's RebalanceRecord.
+func getRecord(ctx context.Context, ns, name string) (*v1alpha1.RebalanceRecord, error) {
+	rec := &v1alpha1.RebalanceRecord{}
+	return rec, nrHostCl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec)
+}
+
+// stateReleased: fedfailover keeps nothing of the RSP as managed (its
+// record released or gone) and no legacy annotation is on it.
+func stateReleased(ctx context.Context, r *fedschedv1a1.ReplicaSchedulingPreference) bool {
+	if _, ok := r.Annotations[contract.AnnotationRebalance]; ok {
+		return false
 	}
-	m := &rbMarks{}
-	if err := json.Unmarshal([]byte(raw), m); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", contract.AnnotationRebalance, err)
-	}
-	return m, nil
+	rec, err := getRecord(ctx, r.Namespace, r.Name)
+	return apierrors.IsNotFound(err) || (err == nil && rec.Spec.Released)
 }
 
 func mustRSP(t *testing.T, ns, name string) *fedschedv1a1.ReplicaSchedulingPreference {
@@ -308,7 +307,7 @@ func recordRSP(t *testing.T, ns, name string) *rspRecorder {
 				if n, ok := readyPods(ctx, ns, name); ok {
 					s.ready = n
 				}
-				if m, err := marksOf(r); err == nil && m.LastChange != nil {
+				if m, err := rspMarks(ctx, ns, name); err == nil && m.LastChange != nil {
 					s.lastChange = m.LastChange.UTC().Format(time.RFC3339)
 				}
 				if ctx.Err() != nil {
@@ -382,7 +381,7 @@ func (c rspChanges) revisited() string {
 	return ""
 }
 
-// writesOf counts changes of the annotation's lastChange.
+// writesOf counts changes of the recorded lastChange.
 func writesOf(samples []rspSample) int {
 	n := 0
 	for i := 1; i < len(samples); i++ {
@@ -403,4 +402,14 @@ func minReadyOf(samples []rspSample) int32 {
 		m = min(m, s.ready)
 	}
 	return m
+}
+
+// recordString shows the RSP's RebalanceRecord for a failure message.
+func recordString(t *testing.T, ns, name string) string {
+	t.Helper()
+	rec, err := getRecord(t.Context(), ns, name)
+	if err != nil {
+		return fmt.Sprintf("(no RebalanceRecord: %v)", err)
+	}
+	return fmt.Sprintf("%+v", rec.Spec)
 }

@@ -47,17 +47,17 @@ func TestRebalanceRulesPolicyDeletedMidFailover(t *testing.T) {
 	if err := host.Delete(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "policy gone and the RSP the user's 1:1 without annotation", func(ctx context.Context) (bool, string) {
+	eventually(t, 60*time.Second, "policy gone and the RSP the user's 1:1, its record released", func(ctx context.Context) (bool, string) {
 		r, err := getRSP(ctx, ns, name)
 		if err != nil {
 			return false, err.Error()
 		}
-		_, annotated := r.Annotations[contract.AnnotationRebalance]
+		released := stateReleased(ctx, r)
 		err = host.Get(ctx, client.ObjectKeyFromObject(p), &v1alpha1.FailoverPolicy{})
 		gone := apierrors.IsNotFound(err)
-		if gone && (annotated || !hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1})) {
-			t.Fatalf("policy gone before the RSP was restored: %s (annotated %v)", rspString(r), annotated)
+		if gone && (!released || !hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1})) {
+			t.Fatalf("policy gone before the RSP was restored: %s (record released %v)", rspString(r), released)
 		}
-		return gone, fmt.Sprintf("RSP %s, annotated %v, policy: %v", rspString(r), annotated, err)
+		return gone, fmt.Sprintf("RSP %s, record released %v, policy: %v", rspString(r), released, err)
 	})
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -92,7 +91,7 @@ func TestRebalanceCapacityExhausted(t *testing.T) {
 		t.Errorf("RSP %s, want member1 pinned to %d and member2 to 0", rspString(r), total)
 	}
 	if !baselineRecorded(t, r, total, map[string]int64{"member1": 1, "member2": 1}) {
-		t.Errorf("baseline annotation %q", r.Annotations[contract.AnnotationRebalance])
+		t.Errorf("baseline %s", recordString(t, ns, name))
 	}
 	eventually(t, 30*time.Second, "policy status lists the shifted RSP and the decision", func(ctx context.Context) (bool, string) {
 		p, err := getPolicy(ctx, pol.Name)
@@ -108,7 +107,7 @@ func TestRebalanceCapacityExhausted(t *testing.T) {
 		return shifted && decided, fmt.Sprintf("rebalances %+v, decisions %+v", p.Status.Rebalances, p.Status.RecentDecisions)
 	})
 
-	// The policy stops matching: the baseline returns, the annotation goes.
+	// The policy stops matching: the baseline returns, the record is released.
 	if err := nrHostCl.Delete(t.Context(), pol); err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +116,9 @@ func TestRebalanceCapacityExhausted(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		_, annotated := r.Annotations[contract.AnnotationRebalance]
-		return hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1}) && !annotated,
-			fmt.Sprintf("%s annotated=%v", rspString(r), annotated)
+		released := stateReleased(ctx, r)
+		return hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1}) && released,
+			fmt.Sprintf("%s released=%v", rspString(r), released)
 	})
 }
 
@@ -247,7 +246,7 @@ func TestRebalanceUserEditsBaselineWhileShifted(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !baselineRecorded(t, r, edited, userWeights) {
-		t.Fatalf("baseline annotation %q, want the user's edit", r.Annotations[contract.AnnotationRebalance])
+		t.Fatalf("baseline %s, want the user's edit", recordString(t, ns, name))
 	}
 
 	restore()
@@ -263,17 +262,17 @@ func TestRebalanceUserEditsBaselineWhileShifted(t *testing.T) {
 	})
 }
 
-// baselineRecorded checks the state annotation's baseline.
+// baselineRecorded checks the baseline of the RSP's RebalanceRecord, and
+// that no state is on the RSP itself.
 func baselineRecorded(t *testing.T, r *fedschedv1a1.ReplicaSchedulingPreference, total int32, weights map[string]int64) bool {
 	t.Helper()
-	var st struct {
-		Baseline struct {
-			TotalReplicas int32                                      `json:"totalReplicas"`
-			Clusters      map[string]fedschedv1a1.ClusterPreferences `json:"clusters"`
-		} `json:"baseline"`
+	if v, ok := r.Annotations[contract.AnnotationRebalance]; ok {
+		t.Logf("rebalance state annotation on the RSP: %s", v)
+		return false
 	}
-	if err := json.Unmarshal([]byte(r.Annotations[contract.AnnotationRebalance]), &st); err != nil {
-		t.Logf("decoding state annotation: %v", err)
+	st, err := rspMarks(t.Context(), r.Namespace, r.Name)
+	if err != nil {
+		t.Logf("reading the RebalanceRecord: %v", err)
 		return false
 	}
 	b := &fedschedv1a1.ReplicaSchedulingPreference{}

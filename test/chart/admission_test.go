@@ -22,8 +22,8 @@ import (
 const managerUser = "system:serviceaccount:" + namespace + ":" + managerName
 
 // TestOnlyTheManagerWritesRecords applies the records admission policy of
-// each rendering to a real API server and writes NodeRecovery and
-// RecoveryGuard objects as the manager, as another admin and as the garbage
+// each rendering to a real API server and writes NodeRecovery,
+// RecoveryGuard and RebalanceRecord objects as the manager, as another admin and as the garbage
 // collector.
 func TestOnlyTheManagerWritesRecords(t *testing.T) {
 	renderings := map[string][]*unstructured.Unstructured{
@@ -79,6 +79,10 @@ func TestOnlyTheManagerWritesRecords(t *testing.T) {
 			assertRefused(t, other.Update(t.Context(), forged), "another user updating a NodeRecovery")
 			assertRefused(t, other.Create(t.Context(), record("member1-node-2")), "another user creating a NodeRecovery")
 			assertRefused(t, other.Create(t.Context(), guard("member1")), "another user creating a RecoveryGuard")
+			assertRefused(t, other.Create(t.Context(), rebalanceRecord("default", "web")), "another user creating a RebalanceRecord")
+			if err := manager.Create(t.Context(), rebalanceRecord("default", "web")); err != nil {
+				t.Errorf("the manager creating a RebalanceRecord: %v", err)
+			}
 
 			owned := rec.DeepCopy()
 			owned.OwnerReferences = nil
@@ -132,4 +136,9 @@ func record(name string) *v1alpha1.NodeRecovery {
 
 func guard(name string) *v1alpha1.RecoveryGuard {
 	return &v1alpha1.RecoveryGuard{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func rebalanceRecord(ns, name string) *v1alpha1.RebalanceRecord {
+	return &v1alpha1.RebalanceRecord{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.RebalanceRecordSpec{RSPUID: "uid-" + name}}
 }

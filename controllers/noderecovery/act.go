@@ -71,6 +71,11 @@ func (r *Reconciler) actOn(ctx context.Context, v *memberView, np *nodePass) {
 func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	key := ""
 	defer func() {
+		if key == "" && p.Phase == v1alpha1.RecoveryPhaseBlocked {
+			// notProven (a live re-check refused the act) reported the
+			// transition already: keep it, or the next pass reports again.
+			key = transitionBlocked
+		}
 		r.store.transition(v.cluster, n.Name, key)
 		if key != transitionBlocked {
 			r.store.transition(v.cluster, n.Name+"/machine", "")
@@ -389,6 +394,7 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 	// deleting it again every pass is only churn. Its containers are dead
 	// with the fenced node, so the attachment step below may go on.
 	pods, held := splitHeld(pods)
+	deleted := 0
 	for _, pod := range pods {
 		if err := r.stillOrphan(ctx, v, n); err != nil {
 			return r.notProven(ctx, v, n, p, err)
@@ -398,13 +404,21 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		// delete is refused; the next pass decides on what it sees then.
 		uid, rv := pod.UID, pod.ResourceVersion
 		err := v.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch {
+		case apierrors.IsConflict(err):
+			// Changed since read: not deleted; the next pass decides again.
+			log.V(1).Info("Pod changed since read; not force-deleted", "pod", client.ObjectKeyFromObject(pod))
+			continue
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
 			return 0, fmt.Errorf("force-deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
+		deleted++
 		log.Info("Force-deleted pod of fenced node", "pod", client.ObjectKeyFromObject(pod))
 	}
 	if len(pods) > 0 {
-		p.Message = fmt.Sprintf("force-deleted %d pods of the fenced node", len(pods))
+		p.Message = fmt.Sprintf("force-deleted %d of %d pods of the fenced node", deleted, len(pods))
 		return forceDeleteRecheck, nil
 	}
 	after := time.Duration(0)
@@ -429,7 +443,11 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 			return r.notProven(ctx, v, n, p, err)
 		}
 		uid, rv := va.UID, va.ResourceVersion
-		if err := v.client.Delete(ctx, va, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		err := v.client.Delete(ctx, va, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			continue // gone, or changed since read: the next pass decides again
+		case err != nil:
 			return 0, fmt.Errorf("deleting VolumeAttachment %s: %w", va.Name, err)
 		}
 		log.Info("Deleted VolumeAttachment of fenced node", "volumeAttachment", va.Name, "persistentVolume", pv)

@@ -382,6 +382,25 @@ func TestNoWriteWithoutTheMemberLease(t *testing.T) {
 	if len(rec) != 1 || rec[0].Phase != v1alpha1.RecoveryPhaseBlocked || !strings.Contains(rec[0].Message, "does not hold member member1's lease") {
 		t.Fatalf("recoveries = %+v, want one Blocked naming the Lease", rec)
 	}
+	// Events and decisions on transitions only: the refusal is reported
+	// once, not on every pass while it lasts (it was once a second).
+	blocked := func() int {
+		_, decisions := w.r.store.reports.Snapshot("p")
+		n := 0
+		for _, d := range decisions {
+			if d.Reason == ReasonFencingBlocked {
+				n++
+			}
+		}
+		return n
+	}
+	first := blocked()
+	for range 3 {
+		w.pass()
+	}
+	if got := blocked(); first != 1 || got != first {
+		t.Fatalf("%d FencingBlocked decisions after the first refusal, %d after 3 more passes: want 1 and 1", first, got)
+	}
 }
 
 // TestDryRunChangesNothingInTheMember decides and reports, but writes

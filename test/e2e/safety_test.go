@@ -164,15 +164,24 @@ func TestSafetyPolicyDeletedWhileTainted(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		propagation metav1.DeletionPropagation
-	}{{"background", metav1.DeletePropagationBackground}, {"foreground", metav1.DeletePropagationForeground}} {
-		t.Run(c.name, func(t *testing.T) { policyDeletedWhileTainted(t, "safety-gone-"+c.name, c.propagation) })
+		managerDown bool
+	}{
+		{"background", metav1.DeletePropagationBackground, false},
+		{"foreground", metav1.DeletePropagationForeground, false},
+		// A GitOps prune during an upgrade: nothing of fedfailover runs while
+		// the garbage collector deletes the policy's dependents.
+		{"foreground-while-the-manager-is-down", metav1.DeletePropagationForeground, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			policyDeletedWhileTainted(t, "safety-gone-"+strings.ReplaceAll(c.name, "-while-the-manager-is-down", "-down"), c.propagation, c.managerDown)
+		})
 	}
 }
 
-func policyDeletedWhileTainted(t *testing.T, name string, propagation metav1.DeletionPropagation) {
+func policyDeletedWhileTainted(t *testing.T, name string, propagation metav1.DeletionPropagation, managerDown bool) {
 	ctx := t.Context()
 	const cluster = "member1"
-	startNodeRecovery(t)
+	op := startNodeRecovery(t)
 	pol := nrPolicy(t, name, nil)
 	cl := theLab.MustClient(cluster)
 	pod, _ := stsOnLostNode(t, cluster, name)
@@ -182,8 +191,22 @@ func policyDeletedWhileTainted(t *testing.T, name string, propagation metav1.Del
 		t.Fatal(err)
 	}
 	marked := waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodOutOfServiceTaint, "MachineInfrastructureDeleted")
+	if managerDown {
+		op.stop()
+	}
 	if err := nrHostCl.Delete(ctx, pol, client.PropagationPolicy(propagation)); err != nil {
 		t.Fatal(err)
+	}
+	if managerDown {
+		holds(t, 10*time.Second, "the record kept while the manager is down", func(ctx context.Context) (bool, string) {
+			rec := &v1alpha1.NodeRecovery{}
+			err := nrHostCl.Get(ctx, client.ObjectKeyFromObject(marked), rec)
+			if err != nil || rec.DeletionTimestamp != nil {
+				return false, fmt.Sprintf("record %s collected with its policy (err %v)", marked.Name, err)
+			}
+			return true, ""
+		})
+		startNodeRecovery(t)
 	}
 	eventually(t, 30*time.Second, "policy gone, record kept without owners", func(ctx context.Context) (bool, string) {
 		err := nrHostCl.Get(ctx, client.ObjectKeyFromObject(pol), &v1alpha1.FailoverPolicy{})

@@ -53,7 +53,7 @@ func Retrying(cond func(context.Context) (bool, error)) Cond {
 			return true, "", nil
 		}
 		if err != nil {
-			return false, err.Error(), nil
+			return false, err.Error(), nil //nolint:nilerr // an error here is a reason to keep waiting, not to stop
 		}
 		return false, "not yet", nil
 	}
@@ -71,7 +71,7 @@ func Reason(cond func(context.Context) (bool, string)) Cond {
 func NoError(check func() error) Cond {
 	return func(context.Context) (bool, string, error) {
 		if err := check(); err != nil {
-			return false, err.Error(), nil
+			return false, err.Error(), nil //nolint:nilerr // an error here is a reason to keep waiting, not to stop
 		}
 		return true, "", nil
 	}

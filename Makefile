@@ -126,6 +126,18 @@ build: ## Build the manager, the CLI (with its completion helper) and the lab in
 
 ##@ Release
 RELEASE_DIR ?= _output/release
+IMAGE_DIR ?= _output/image
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_SOURCE ?= https://github.com/fedfailover/fedfailover
+
+# No container daemon: hack/tools/image (go-containerregistry) builds a
+# static manager per platform and writes the image index as an OCI layout.
+# SOURCE_DATE_EPOCH sets the image's timestamps (default: the Unix epoch).
+.PHONY: image
+image: ## The manager image (OCI index linux/amd64 + linux/arm64, static binary, user 65532) as an OCI layout in _output/image/, no container daemon needed (VERSION, REVISION, IMAGE_PLATFORMS override); push it with crane or skopeo.
+	$(call step,building the manager image $(VERSION) into $(IMAGE_DIR))
+	@cd hack/tools/image && go run . --repo "$(CURDIR)" --out "$(abspath $(IMAGE_DIR))" --platforms "$(IMAGE_PLATFORMS)" \
+		--version "$(VERSION)" --revision "$(REVISION)" --source "$(IMAGE_SOURCE)" --ldflags "$(VERSION_LDFLAGS)"
 
 .PHONY: release
 release: $(BIN)/krew $(BIN)/validate-krew-manifest ## kubectl plugin archives (linux/darwin x amd64/arm64) and the krew manifest in _output/release/, checked with krew (PLATFORMS, VERSION, RELEASE_URL override).
@@ -149,9 +161,11 @@ verify: generate manifests ## Fail when generated files or formatting are stale.
 # completion, kustomize), helm (chart rendering tests) and krew (the plugin
 # release test).
 .PHONY: test-unit
-test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew).
+test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew), and the image builder's test.
 	$(call step,unit and envtest tests)
 	@go test $(GO_TEST_FLAGS) ./...
+	$(call step,manager image (hack/tools/image: builds both platforms, runs the amd64 manager))
+	@cd hack/tools/image && go test $(GO_TEST_FLAGS) -timeout 30m ./...
 
 # Packages whose tests need the local federation (build tag e2e). They run one
 # package at a time: two federations on two cores would make timings noisy.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +146,7 @@ func (s syncedStub) WaitForCacheSync(ctx context.Context) bool {
 }
 
 func TestReadinessWaitsForTheCaches(t *testing.T) {
-	req := httptest.NewRequest("GET", "/readyz", nil)
+	req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
 	start := time.Now()
 	if err := cacheSynced(syncedStub(false))(req); err == nil || !strings.Contains(err.Error(), "not synced") {
 		t.Errorf("unsynced caches: %v, want not ready", err)
@@ -170,7 +172,7 @@ func TestReadinessOfARealManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := cacheSynced(mgr.GetCache())
-	req := httptest.NewRequest("GET", "/readyz", nil)
+	req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
 	if err := check(req); err == nil {
 		t.Fatal("ready before the manager started")
 	}
@@ -184,4 +186,16 @@ func TestReadinessOfARealManager(t *testing.T) {
 		}
 	})
 	poll(t, 30*time.Second, "ready once the caches synced", func() error { return check(req) })
+}
+
+// TestFallbackRootsLinked: the image has no CA bundle; the manager carries
+// its own roots for members verified against public CAs (roots.go).
+func TestFallbackRootsLinked(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), "golang.org/x/crypto/x509roots/fallback") {
+		t.Error("the manager does not link golang.org/x/crypto/x509roots/fallback")
+	}
 }

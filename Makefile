@@ -17,6 +17,16 @@ K8S_VERSION := v1.37.2
 K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 
+# What every binary and the image say about their build (internal/version:
+# --version, fedfailover_build_info, the image labels). VERSION defaults to
+# the chart's appVersion; REVISION is the git commit, "-dirty" when the tree
+# has uncommitted changes.
+APP_VERSION := $(shell awk -F'"' '/^appVersion:/ {print $$2}' charts/fedfailover/Chart.yaml)
+VERSION ?= v$(APP_VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+VERSION_PKG := github.com/fedfailover/fedfailover/internal/version
+VERSION_LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
+
 step = @printf '\033[1m==> %s\033[0m\n' "$(1)"
 
 ##@ General
@@ -109,18 +119,30 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint.
 	@golangci-lint run ./...
 
 .PHONY: build
-build: ## Build the manager, the CLI (with its completion helper) and the lab into bin/.
-	$(call step,building fedfailover binaries)
-	@go build -o $(BIN)/ ./cmd/...
+build: ## Build the manager, the CLI (with its completion helper) and the lab into bin/, stamped with VERSION and REVISION.
+	$(call step,building fedfailover binaries $(VERSION))
+	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ ./cmd/...
 	@cp cmd/kubectl-failover/kubectl_complete-failover $(BIN)/
 
 ##@ Release
 RELEASE_DIR ?= _output/release
+IMAGE_DIR ?= _output/image
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_SOURCE ?= https://github.com/fedfailover/fedfailover
+
+# No container daemon: hack/tools/image (go-containerregistry) builds a
+# static manager per platform and writes the image index as an OCI layout.
+# SOURCE_DATE_EPOCH sets the image's timestamps (default: the Unix epoch).
+.PHONY: image
+image: ## The manager image (OCI index linux/amd64 + linux/arm64, static binary, user 65532) as an OCI layout in _output/image/, no container daemon needed (VERSION, REVISION, IMAGE_PLATFORMS override); push it with crane or skopeo.
+	$(call step,building the manager image $(VERSION) into $(IMAGE_DIR))
+	@cd hack/tools/image && go run . --repo "$(CURDIR)" --out "$(abspath $(IMAGE_DIR))" --platforms "$(IMAGE_PLATFORMS)" \
+		--version "$(VERSION)" --revision "$(REVISION)" --source "$(IMAGE_SOURCE)" --ldflags "$(VERSION_LDFLAGS)"
 
 .PHONY: release
 release: $(BIN)/krew $(BIN)/validate-krew-manifest ## kubectl plugin archives (linux/darwin x amd64/arm64) and the krew manifest in _output/release/, checked with krew (PLATFORMS, VERSION, RELEASE_URL override).
 	$(call step,building the kubectl plugin archives and the krew manifest)
-	@VERSION="$(VERSION)" PLATFORMS="$(PLATFORMS)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh $(RELEASE_DIR)
+	@VERSION="$(VERSION)" REVISION="$(REVISION)" PLATFORMS="$(PLATFORMS)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh $(RELEASE_DIR)
 	$(call step,checking the release with krew)
 	@hack/verify-krew.sh $(RELEASE_DIR)
 
@@ -139,9 +161,11 @@ verify: generate manifests ## Fail when generated files or formatting are stale.
 # completion, kustomize), helm (chart rendering tests) and krew (the plugin
 # release test).
 .PHONY: test-unit
-test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew).
+test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew), and the image builder's test.
 	$(call step,unit and envtest tests)
 	@go test $(GO_TEST_FLAGS) ./...
+	$(call step,manager image (hack/tools/image: builds both platforms, runs the amd64 manager))
+	@cd hack/tools/image && go test $(GO_TEST_FLAGS) -timeout 30m ./...
 
 # Packages whose tests need the local federation (build tag e2e). They run one
 # package at a time: two federations on two cores would make timings noisy.
@@ -191,7 +215,7 @@ CHAOS_SHORT := --runs 3 --seed 103
 .PHONY: test-chaos
 test-chaos: $(LAB_TOOLS) ## The short fault campaign (3 runs, fixed seeds) on the local federation.
 	$(call step,building fedfailover-chaos)
-	@go build -o $(BIN)/fedfailover-chaos ./cmd/fedfailover-chaos
+	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-chaos ./cmd/fedfailover-chaos
 	$(call step,short fault campaign ($(CHAOS_SHORT)))
 	@$(BIN)/fedfailover-chaos $(CHAOS_SHORT)
 
@@ -202,21 +226,21 @@ test: tools verify vet chart-check test-unit test-e2e test-chaos ## Everything C
 .PHONY: bench-members
 bench-members: $(LAB_TOOLS) ## Member cache memory and sync time at 1,000 and 2,000 kwok nodes.
 	$(call step,building fedfailover-bench)
-	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	$(call step,members benchmark)
 	@$(BIN)/fedfailover-bench members $(BENCH_ARGS)
 
 .PHONY: bench-rebalance
 bench-rebalance: $(LAB_TOOLS) ## Seconds to all replicas Running after capacity exhaustion and member failure, vs kubefed alone.
 	$(call step,building fedfailover-bench)
-	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	$(call step,rebalance benchmark)
 	@$(BIN)/fedfailover-bench rebalance $(BENCH_ARGS)
 
 .PHONY: bench-recovery
 bench-recovery: $(LAB_TOOLS) ## Node recovery: fencing evidence and power-off to replacement Running (median, p95), vs no operator.
 	$(call step,building fedfailover-bench)
-	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	$(call step,node recovery benchmark)
 	@$(BIN)/fedfailover-bench recovery $(BENCH_ARGS)
 
@@ -226,7 +250,7 @@ SCALE_SIZES ?= goal members
 .PHONY: bench-scale
 bench-scale: $(LAB_TOOLS) ## The manager process at federation scale: sync, RSS/heap, idle CPU, API requests, decision latency (SCALE_SIZES).
 	$(call step,building fedfailover-bench)
-	@go build -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
+	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	@for size in $(SCALE_SIZES); do \
 		echo "==> scale benchmark, size $$size"; \
 		BENCH_JSON=$${BENCH_JSON:+$${BENCH_JSON%.json}-$$size.json} $(BIN)/fedfailover-bench scale --size $$size $(BENCH_ARGS) || exit 1; \
@@ -240,7 +264,7 @@ CHAOS_ARGS ?=
 .PHONY: chaos
 chaos: $(LAB_TOOLS) ## Fault campaign: RUNS random runs from SEED (CHAOS_ARGS adds flags, BENCH_JSON=FILE writes JSON).
 	$(call step,building fedfailover-chaos)
-	@go build -o $(BIN)/fedfailover-chaos ./cmd/fedfailover-chaos
+	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-chaos ./cmd/fedfailover-chaos
 	$(call step,fault campaign: $(RUNS) runs from seed $(SEED))
 	@$(BIN)/fedfailover-chaos --runs $(RUNS) --seed $(SEED) --keep-going $(CHAOS_ARGS)
 

@@ -7,7 +7,9 @@
 #
 #   hack/release.sh [OUTPUT_DIR]          (default: _output/release)
 #
-# VERSION      plugin version (default: v + the chart's appVersion)
+# VERSION      plugin version (default: v + the chart's appVersion), also
+#              stamped into the binary (`kubectl failover version`)
+# REVISION     source revision stamped into the binary (default: git HEAD)
 # PLATFORMS    GOOS/GOARCH list (default: linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
 # RELEASE_URL  where the archives will be downloaded from
 #              (default: the GitHub release of VERSION)
@@ -20,6 +22,9 @@ cd "$(dirname "$0")/.."
 out=${1:-_output/release}
 version=${VERSION:-v$(awk -F'"' '/^appVersion:/ {print $2}' charts/fedfailover/Chart.yaml)}
 platforms=${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
+revision=${REVISION:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+# internal/version: what `kubectl failover version` prints.
+stamp="-X github.com/fedfailover/fedfailover/internal/version.version=$version -X github.com/fedfailover/fedfailover/internal/version.revision=$revision"
 url=${RELEASE_URL:-https://github.com/fedfailover/fedfailover/releases/download/$version}
 files=(kubectl-failover kubectl_complete-failover LICENSE)
 
@@ -36,9 +41,9 @@ for p in $platforms; do
   mkdir -p "$dir"
   echo "building $name" >&2
   if [ "${QUICK:-}" = 1 ]; then
-    GOOS=$os GOARCH=$arch go build -o "$dir/kubectl-failover" ./cmd/kubectl-failover
+    GOOS=$os GOARCH=$arch go build -ldflags "$stamp" -o "$dir/kubectl-failover" ./cmd/kubectl-failover
   else
-    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w" -o "$dir/kubectl-failover" ./cmd/kubectl-failover
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w $stamp" -o "$dir/kubectl-failover" ./cmd/kubectl-failover
   fi
   cp cmd/kubectl-failover/kubectl_complete-failover LICENSE "$dir/"
   chmod 755 "$dir/kubectl-failover" "$dir/kubectl_complete-failover"

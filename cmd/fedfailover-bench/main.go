@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/fedfailover/fedfailover/internal/version"
 	"github.com/fedfailover/fedfailover/test/bench"
 )
 
@@ -20,15 +21,21 @@ func main() {
 	logger := zap.New(zap.UseDevMode(false), zap.Level(bench.LogLevel))
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
+	if err := rootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "fedfailover-bench",
 		Short:         "Benchmarks of fedfailover on the local federation",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().Version,
 	}
+	root.SetVersionTemplate(version.Line("fedfailover-bench") + "\n")
 	root.AddCommand(bench.Commands()...)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	return root
 }

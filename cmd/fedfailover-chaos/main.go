@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/fedfailover/fedfailover/internal/version"
 	"github.com/fedfailover/fedfailover/test/bench"
 	"github.com/fedfailover/fedfailover/test/chaos"
 )
@@ -45,6 +46,7 @@ func command() *cobra.Command {
 			"an invariant prints its seed and timeline and keeps its logs; --seed S --runs 1 replays it.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().Version,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seed < 0 {
 				seed = time.Now().UnixNano() % 1_000_000
@@ -96,5 +98,6 @@ func command() *cobra.Command {
 	f.StringVar(&cfg.Dir, "dir", ".lab-chaos", "Lab directory (removed at the end).")
 	f.StringVar(&cfg.KeepDir, "keep-dir", "_output/chaos", "Where the logs of a run that broke an invariant are kept.")
 	f.BoolVar(&cfg.KeepGoing, "keep-going", false, "Go on with the next runs after a violation.")
+	cmd.SetVersionTemplate(version.Line("fedfailover-chaos") + "\n")
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fedfailover/fedfailover/internal/version"
 	"github.com/fedfailover/fedfailover/test/lab"
 )
 
@@ -31,7 +32,9 @@ func rootCmd() *cobra.Command {
 		Short:         "Run a local kubefed federation of real control planes with kwok nodes, and break it",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().Version,
 	}
+	root.SetVersionTemplate(version.Line("fedfailover-lab") + "\n")
 	root.PersistentFlags().StringVar(&dir, "dir", ".lab", "lab directory (state, certificates, logs, kubeconfig)")
 	open := func() (*lab.Lab, error) { return lab.Open(dir) }
 

@@ -76,6 +76,16 @@ func testKrewRelease(t *testing.T, h *host) {
 		t.Errorf("platform uri %q bin %q, want %q and kubectl-failover", p.URI, p.Bin, wantURI)
 	}
 
+	// The plugin krew installed says the release's version (stamped by
+	// hack/release.sh with -ldflags -X).
+	ver, err := exec.Command(filepath.Join(krewRoot, "bin", "kubectl-failover"), "version").Output()
+	if err != nil {
+		t.Fatalf("kubectl-failover version: %v", err)
+	}
+	if want := "kubectl-failover " + m.Spec.Version + " (revision "; !strings.HasPrefix(string(ver), want) {
+		t.Errorf("installed plugin prints %q, want it to start with %q", ver, want)
+	}
+
 	helper := filepath.Join(krewRoot, "store", "failover", m.Spec.Version, "kubectl_complete-failover")
 	if err := os.Symlink(helper, filepath.Join(krewRoot, "bin", "kubectl_complete-failover")); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/internal/cli"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/internal/version"
 )
 
 // rootOptions are shared by every subcommand.
@@ -48,14 +49,17 @@ func newRootCommand(streams genericiooptions.IOStreams, flags *genericclioptions
 		// kubectl completes plugins through kubectl_complete-failover; a
 		// `completion` script for the plugin binary itself is rarely wanted.
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		// --version, as `kubectl failover version`.
+		Version: version.Get().Version,
 	}
+	cmd.SetVersionTemplate(versionLine() + "\n")
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	o.flags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVar(&o.kubefedNamespace, "kubefed-namespace", cli.DefaultKubefedNamespace,
 		"Namespace of the KubeFedCluster objects in the host cluster.")
 	_ = cmd.RegisterFlagCompletionFunc("context", o.completeContexts)
-	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o))
+	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o), newVersionCommand())
 	return cmd
 }
 

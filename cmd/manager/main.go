@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/internal/version"
 )
 
 // Events go to cluster-scoped policies (namespace default), RSPs in any
@@ -55,11 +58,69 @@ type options struct {
 	zap              zap.Options
 	hostQPS          float64
 	hostBurst        int
+	leaderElection   leaderElectionTimings
+	showVersion      bool
 }
 
+// leaderElectionTimings are the leader election Lease's timings (client-go's
+// LeaseDuration, RenewDeadline, RetryPeriod); the defaults are
+// controller-runtime's.
+type leaderElectionTimings struct {
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+}
+
+// parseFlags parses and checks the command line. On a mistake it returns an
+// error naming the flag, and flag.ErrHelp for -h/--help; it prints nothing
+// (main does, see exitEarly).
 func parseFlags(args []string) (options, error) {
 	var o options
+	fs := newFlagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.showVersion {
+		return o, nil
+	}
+	if o.hostQPS <= 0 || o.hostBurst < 1 {
+		return o, fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %v and %d", o.hostQPS, o.hostBurst)
+	}
+	if o.metricsCertDir != "" && !o.metricsSecure {
+		return o, errors.New("--metrics-cert-dir needs --metrics-secure")
+	}
+	if err := o.leaderElection.validate(); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// leaderElectionJitter is client-go's leaderelection.JitterFactor: it
+// refuses a renew deadline not above 1.2 retry periods.
+const leaderElectionJitter = 1.2
+
+// validate checks what client-go would refuse only once the manager runs
+// (or, for fractional seconds, silently truncate: the Lease records whole
+// seconds and the other replicas wait that long), naming the flags.
+func (t leaderElectionTimings) validate() error {
+	switch {
+	case t.leaseDuration < time.Second || t.leaseDuration%time.Second != 0:
+		return fmt.Errorf("--leader-elect-lease-duration must be a whole number of seconds, at least 1s (the Lease records seconds), got %s", t.leaseDuration)
+	case t.renewDeadline <= 0 || t.renewDeadline >= t.leaseDuration:
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be positive and shorter than --leader-elect-lease-duration (%s)", t.renewDeadline, t.leaseDuration)
+	case t.retryPeriod <= 0 || float64(t.renewDeadline) <= leaderElectionJitter*float64(t.retryPeriod):
+		return fmt.Errorf("--leader-elect-retry-period (%s) must be positive and shorter than --leader-elect-renew-deadline (%s) by client-go's jitter: renew deadline > %.1f x retry period",
+			t.retryPeriod, t.renewDeadline, leaderElectionJitter)
+	}
+	return nil
+}
+
+// newFlagSet binds every flag of the manager to o. Its output is
+// discarded: main reports errors (one line, not the whole usage) and prints
+// the usage for --help.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; \"0\" disables it.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS with Kubernetes authentication and authorization.")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with the metrics serving certificate (tls.crt, tls.key; reloaded when they change), e.g. a mounted Secret. Empty: a self-signed certificate is generated at start.")
@@ -68,6 +129,10 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address the Go profiler (/debug/pprof/) binds to, unauthenticated: keep it on loopback. Empty or \"0\": off.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election so only one replica acts at a time.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	fs.DurationVar(&o.leaderElection.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long the other replicas wait, after they last saw the leader renew its Lease, before taking over (whole seconds): the longest the operator goes without a leader when the leader dies.")
+	fs.DurationVar(&o.leaderElection.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its Lease before it stops acting (and exits); shorter than --leader-elect-lease-duration.")
+	fs.DurationVar(&o.leaderElection.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often the leader renews its Lease and the other replicas try to take it; renew deadline > 1.2 x retry period.")
+	fs.BoolVar(&o.showVersion, "version", false, "Print the version, source revision and Go version, and exit.")
 	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
 	fs.BoolVar(&o.allowHTTPMembers, "allow-insecure-member-endpoints", false, "Accept http:// member API endpoints, which send the member's bearer token in clear (never in production).")
 	fs.DurationVar(&o.memberSyncStall, "member-sync-stall-timeout", time.Minute, "Tear down a member connection whose first cache sync has read nothing for this long (a slow sync that keeps reading is never cut short); reconnects back off.")
@@ -79,16 +144,29 @@ func parseFlags(args []string) (options, error) {
 	o.shard.bind(fs)
 	o.zap = zap.Options{Development: false}
 	o.zap.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return o, err
+	return fs
+}
+
+// exitEarly handles the command lines that do not run the manager: an
+// error (exit 2, said on stderr: before, a checked flag failed silently),
+// --help (usage on stdout, exit 0) and --version. exit says whether main
+// stops with code.
+func exitEarly(o options, err error, stdout, stderr io.Writer) (code int, exit bool) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = fmt.Fprintln(stdout, "Usage: manager [flags]\n\nThe fedfailover operator, on the kubefed host cluster.\n\nFlags:")
+		fs := newFlagSet(&options{})
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0, true
+	case err != nil:
+		_, _ = fmt.Fprintf(stderr, "error: %v\nRun 'manager --help' for the flags.\n", err)
+		return 2, true
+	case o.showVersion:
+		_, _ = fmt.Fprintln(stdout, version.Line("fedfailover-manager"))
+		return 0, true
 	}
-	if o.hostQPS <= 0 || o.hostBurst < 1 {
-		return o, fmt.Errorf("--kube-api-qps must be > 0 and --kube-api-burst >= 1, got %v and %d", o.hostQPS, o.hostBurst)
-	}
-	if o.metricsCertDir != "" && !o.metricsSecure {
-		return o, errors.New("--metrics-cert-dir needs --metrics-secure")
-	}
-	return o, nil
+	return 0, false
 }
 
 // Names of the certificate and key in --metrics-cert-dir: those of a
@@ -146,8 +224,8 @@ func operatorOptions(o options) controllers.Options {
 
 func main() {
 	o, err := parseFlags(os.Args[1:])
-	if err != nil {
-		os.Exit(2)
+	if code, exit := exitEarly(o, err, os.Stdout, os.Stderr); exit {
+		os.Exit(code)
 	}
 	logger := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(logger)
@@ -209,6 +287,9 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		LeaderElectionNamespace: o.leaderElectionNS,
 		// Stepping down promptly lets the next replica take over fast.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaderElection.leaseDuration,
+		RenewDeadline:                 &o.leaderElection.renewDeadline,
+		RetryPeriod:                   &o.leaderElection.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -217,7 +298,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("host-cache-sync", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
@@ -242,4 +323,23 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	return nil
+}
+
+// cacheSyncTimeout bounds a readiness check's wait for the caches: below
+// the kubelet's default probe timeout (1s), so a replica still syncing
+// answers "not ready" instead of timing out.
+const cacheSyncTimeout = 500 * time.Millisecond
+
+// cacheSynced is the readiness check: not ready until the manager's caches
+// of the host cluster have started and synced (every informer registered so
+// far has listed), so a rollout waits for a replica that can act.
+func cacheSynced(c interface{ WaitForCacheSync(context.Context) bool }) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), cacheSyncTimeout)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the caches of the host cluster have not synced yet")
+		}
+		return nil
+	}
 }

@@ -66,6 +66,36 @@ the ServiceMonitor verifies. */}}
 {{- end }}
 {{- end }}
 
+{{/* Milliseconds of a duration value in the schema's forms ("15s", "1.5s",
+"500ms"), as a float64 string. */}}
+{{- define "fedfailover.durationMs" -}}
+{{- if hasSuffix "ms" . }}
+{{- trimSuffix "ms" . | float64 }}
+{{- else }}
+{{- mulf (trimSuffix "s" . | float64) 1000 }}
+{{- end }}
+{{- end }}
+
+{{/* Fails on values that would install a manager that misbehaves or
+refuses to start; the manager checks the same at start. */}}
+{{- define "fedfailover.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail (printf "replicaCount is %d but leaderElection.enabled is false: every replica would act on its own, two writers of the same RSPs, taints and status. Enable leaderElection (also needed by sharding.enabled) or set replicaCount to 1." (int .Values.replicaCount)) }}
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+{{- $le := .Values.leaderElection }}
+{{- $lease := include "fedfailover.durationMs" $le.leaseDuration | float64 }}
+{{- $renew := include "fedfailover.durationMs" $le.renewDeadline | float64 }}
+{{- $retry := include "fedfailover.durationMs" $le.retryPeriod | float64 }}
+{{- if ge $renew $lease }}
+{{- fail (printf "leaderElection.renewDeadline (%s) must be shorter than leaderElection.leaseDuration (%s)" $le.renewDeadline $le.leaseDuration) }}
+{{- end }}
+{{- if or (le $retry 0.0) (le $renew (mulf $retry 1.2)) }}
+{{- fail (printf "leaderElection.retryPeriod (%s) must be positive and renewDeadline (%s) more than 1.2 x retryPeriod" $le.retryPeriod $le.renewDeadline) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* "true" when members are sharded across replicas (sharding.enabled and
 more than one replica); sharding needs leader election for rebalance. */}}
 {{- define "fedfailover.sharded" -}}

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/fedfailover/fedfailover/internal/version"
+)
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	cmd := command()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--version"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if want := version.Line("fedfailover-chaos") + "\n"; out.String() != want {
+		t.Errorf("--version printed %q, want %q", out.String(), want)
+	}
+}

@@ -150,19 +150,7 @@ func TestRestartBetweenIntentAndAction(t *testing.T) {
 		w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, m,
 			lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true), boundClaim("data-db-0", "pv-db-0"))
 		// What a manager killed right after writing the intent leaves behind.
-		at := metav1.NewTime(t0.Add(-20 * time.Second))
-		since := metav1.NewTime(t0.Add(-time.Minute))
-		rec := &v1alpha1.NodeRecovery{ObjectMeta: metav1.ObjectMeta{Name: "member1.n1.x"},
-			Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: "n1", NodeUID: "uid-n1", Policy: "p"}}
-		if err := w.host.Create(context.Background(), rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Status = v1alpha1.NodeRecoveryRecordStatus{Phase: v1alpha1.RecoveryPhaseActing, Method: v1alpha1.RecoveryMethodOutOfServiceTaint,
-			Evidence: "MachineInfrastructureDeleted", IntentAt: &at, ObservedAt: &at, ReadyObservedAt: &at,
-			ReadyStatus: string(corev1.ConditionUnknown), ReadySince: &since, Claims: []string{"default/data-db-0"}}
-		if err := w.host.Status().Update(context.Background(), rec); err != nil {
-			t.Fatal(err)
-		}
+		w.seedRecord(t, v1alpha1.RecoveryPhaseActing, v1alpha1.RecoveryMethodOutOfServiceTaint, false)
 		return w
 	}
 	// waitOwnNotReadyFor: the first pass of the new manager writes nothing;
@@ -293,19 +281,7 @@ func TestUnreachableMemberReportsItsTaints(t *testing.T) {
 func TestDryRunStopsAnActedRecovery(t *testing.T) {
 	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodForceDelete), true, deletedMachine(),
 		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true), boundClaim("data-db-0", "pv-db-0"))
-	at := metav1.NewTime(t0.Add(-20 * time.Second))
-	since := metav1.NewTime(t0.Add(-time.Minute))
-	rec := &v1alpha1.NodeRecovery{ObjectMeta: metav1.ObjectMeta{Name: "member1.n1.x"},
-		Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: "n1", NodeUID: "uid-n1", Policy: "p"}}
-	if err := w.host.Create(context.Background(), rec); err != nil {
-		t.Fatal(err)
-	}
-	rec.Status = v1alpha1.NodeRecoveryRecordStatus{Phase: v1alpha1.RecoveryPhaseRecovering, Method: v1alpha1.RecoveryMethodForceDelete,
-		Evidence: "MachineInfrastructureDeleted", IntentAt: &at, ActedAt: &at, ObservedAt: &at, ReadyObservedAt: &at,
-		ReadyStatus: string(corev1.ConditionUnknown), ReadySince: &since, Claims: []string{"default/data-db-0"}}
-	if err := w.host.Status().Update(context.Background(), rec); err != nil {
-		t.Fatal(err)
-	}
+	w.seedRecord(t, v1alpha1.RecoveryPhaseRecovering, v1alpha1.RecoveryMethodForceDelete, true)
 	for range 3 {
 		w.pass()
 		w.now = w.now.Add(11 * time.Second)
@@ -315,5 +291,27 @@ func TestDryRunStopsAnActedRecovery(t *testing.T) {
 	}
 	if msg := w.record("n1").Status.Message; !strings.Contains(msg, "dry run: nothing more is written") {
 		t.Errorf("record message %q, want it to say dry run stops the next step", msg)
+	}
+}
+
+// seedRecord writes the record of n1's loss that another manager left: its
+// intent (method, evidence, claims) 20 s ago and, when acted, its action.
+func (w *recoveryWorld) seedRecord(t *testing.T, phase v1alpha1.RecoveryPhase, method v1alpha1.RecoveryMethod, acted bool) {
+	t.Helper()
+	at := metav1.NewTime(t0.Add(-20 * time.Second))
+	since := metav1.NewTime(t0.Add(-time.Minute))
+	rec := &v1alpha1.NodeRecovery{ObjectMeta: metav1.ObjectMeta{Name: "member1.n1.x"},
+		Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: "n1", NodeUID: "uid-n1", Policy: "p"}}
+	if err := w.host.Create(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Status = v1alpha1.NodeRecoveryRecordStatus{Phase: phase, Method: method,
+		Evidence: "MachineInfrastructureDeleted", IntentAt: &at, ObservedAt: &at, ReadyObservedAt: &at,
+		ReadyStatus: string(corev1.ConditionUnknown), ReadySince: &since, Claims: []string{"default/data-db-0"}}
+	if acted {
+		rec.Status.ActedAt = &at
+	}
+	if err := w.host.Status().Update(context.Background(), rec); err != nil {
+		t.Fatal(err)
 	}
 }

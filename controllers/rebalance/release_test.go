@@ -3,11 +3,14 @@ package rebalance
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
@@ -227,5 +230,53 @@ func TestReleaseMovesBackStepwise(t *testing.T) {
 	wantReleased(t, c, key, user)
 	if fmt.Sprint(writes[len(writes)-1]) != fmt.Sprint(map[string]int{"member1": 3, "member2": 3}) {
 		t.Errorf("last write %v, want the user's 3:3", writes[len(writes)-1])
+	}
+}
+
+// Rebalancing turned off while member2 is failed: the policy's Rebalancing
+// condition and the RSP's record say what the release waits for.
+func TestReleaseSaysWhatItWaitsFor(t *testing.T) {
+	r, c, fm, pol, key, _ := releaseFixture(t, "rel-says", nil)
+	fm.down["member2"] = true
+	orig := pol.DeepCopy()
+	pol.Spec.Rebalance.Enabled = ptr.To(false)
+	if err := c.Patch(context.Background(), pol, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileFinalizer(t, r, pol.Name)
+	passAt(t, r, key, t0)
+	const want = "member2 is not Ready in kubefed; its pin stays (0 of its 3 replicas)"
+	if rel := recordOf(t, c, key).Spec.Release; rel == nil || !strings.Contains(rel.Waiting, want) {
+		t.Errorf("record's release %+v, want it waiting with %q", rel, want)
+	}
+	got := &v1alpha1.FailoverPolicy{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(pol), got); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := r.store.Snapshot(pol.Name)
+	cond := meta.FindStatusCondition(desiredStatus(got, entries).Conditions, v1alpha1.ConditionRebalancing)
+	if cond == nil || cond.Reason != v1alpha1.ReasonReleasing || !strings.Contains(cond.Message, want) {
+		t.Errorf("Rebalancing %+v, want reason %s saying %q", cond, v1alpha1.ReasonReleasing, want)
+	}
+}
+
+// A paused policy writes nothing, its releases included: rebalancing
+// turned off on a paused policy leaves the shifted RSP as it is.
+func TestReleaseOfPausedPolicyWritesNothing(t *testing.T) {
+	r, c, _, pol, key, _ := releaseFixture(t, "rel-paused", nil)
+	orig := pol.DeepCopy()
+	pol.Spec.Paused, pol.Spec.Rebalance.Enabled = true, ptr.To(false)
+	if err := c.Patch(context.Background(), pol, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	before := specOf(t, c, key).ResourceVersion
+	for i := range 3 {
+		passAt(t, r, key, t0.Add(time.Duration(i)*10*time.Second))
+	}
+	if got := specOf(t, c, key); got.ResourceVersion != before {
+		t.Errorf("RSP written under a paused policy: %+v", got.Spec)
+	}
+	if rec := recordOf(t, c, key); rec.Spec.Released {
+		t.Error("record released under a paused policy")
 	}
 }

@@ -503,6 +503,25 @@ func TestOrphanNode(t *testing.T) {
 			t.Fatalf("status %+v, want Blocked naming the Machine mismatch", st)
 		}
 	})
+	t.Run("a finished record of an earlier loss says nothing", func(t *testing.T) {
+		// The node name had another Node and Machine before (replaced since):
+		// that loss's record is finished and names the old Machine.
+		w := newRecoveryWorld(t, policy(), false, machine(deletedMachine()), objs()...)
+		old := &v1alpha1.NodeRecovery{ObjectMeta: metav1.ObjectMeta{Name: "member1.gone.old"},
+			Spec: v1alpha1.NodeRecoveryRecordSpec{Cluster: "member1", Node: "gone", NodeUID: "uid-old", Policy: "p",
+				Machine: &v1alpha1.MachineReference{Namespace: "default", Name: "n1", UID: "uid-of-the-old-machine"}}}
+		if err := w.host.Create(context.Background(), old); err != nil {
+			t.Fatal(err)
+		}
+		old.Status.Phase, old.Status.FinishReason = v1alpha1.RecoveryPhaseFinished, v1alpha1.FinishNodeReturned
+		if err := w.host.Status().Update(context.Background(), old); err != nil {
+			t.Fatal(err)
+		}
+		w.pass()
+		if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+			t.Fatal("pod of the deleted, fenced node not force-deleted: an earlier loss's record blocked it")
+		}
+	})
 	t.Run("machine alive", func(t *testing.T) {
 		w := newRecoveryWorld(t, policy(), false, machine(livingMachine()), objs()...)
 		w.pass()

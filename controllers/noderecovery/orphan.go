@@ -112,15 +112,13 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 	return st, after, nil
 }
 
-// recordedMachine is what the newest record of the deleted node says about
-// its Machine (nothing when fedfailover never recorded a loss of it).
+// recordedMachine is what the active record of the deleted node says about
+// its Machine: the record of this loss, kept active while the deleted
+// node's pods or attachments remain (closeDeleted). Finished records are of
+// earlier losses, maybe of another Node and Machine under the same names:
+// they say nothing about this one.
 func recordedMachine(v *memberView, node string) fencing.RecordedMachine {
 	rec := v.records[node]
-	for _, f := range v.finished {
-		if f.Spec.Node == node && (rec == nil || f.CreationTimestamp.After(rec.CreationTimestamp.Time)) {
-			rec = f
-		}
-	}
 	if rec == nil {
 		return fencing.RecordedMachine{}
 	}

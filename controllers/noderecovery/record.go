@@ -241,6 +241,11 @@ func (r *Reconciler) closeDeleted(ctx context.Context, v *memberView) error {
 		present[n.Name] = true
 	}
 	r.sightings.forget(v.cluster, func(node string) bool { return present[node] })
+	// A deleted node whose pods or attachments remain is still being
+	// recovered: its record stays active and tells which Machine was its.
+	for _, node := range orphanNodes(v) {
+		present[node] = true
+	}
 	for node, rec := range v.records {
 		if present[node] {
 			continue

@@ -22,10 +22,10 @@ const (
 	// tracked volume is still attached to it, or the member cannot be
 	// reached; the message names the node and why.
 	ConditionTaintRemovalPending = "TaintRemovalPending"
-	// ConditionRebalanceSuspended is True while the federation guard holds
-	// some managed ReplicaSchedulingPreference as it is (too many members
-	// failed at once, or no capacity anywhere); the message names the RSPs
-	// and the members.
+	// ConditionRebalanceSuspended is True while a safety rule holds some
+	// managed ReplicaSchedulingPreference as it is (too many members failed
+	// at once, no capacity anywhere, or replicas on a member only
+	// fedfailover sees failed); the message names the RSPs and the members.
 	ConditionRebalanceSuspended = "RebalanceSuspended"
 	// ConditionOverlapping is True while another policy governs node recovery
 	// in some of the members this one selects; the message names the winner.
@@ -144,6 +144,11 @@ const (
 	// ReasonNoCapacityAnywhere: a plan would leave no replica runnable
 	// anywhere: kubefed keeps what it has.
 	ReasonNoCapacityAnywhere = "NoCapacityAnywhere"
+	// ReasonMemberFailureUnconfirmed: a member holding replicas has been
+	// unreachable to fedfailover for clusterFailedAfter, but kubefed's own
+	// health check reports it Ready (or its report is stale): its replicas
+	// stay until kubefed agrees.
+	ReasonMemberFailureUnconfirmed = "MemberFailureUnconfirmed"
 	// ReasonNotSuspended: no managed RSP is held by the guard (False).
 	ReasonNotSuspended = "NotSuspended"
 )

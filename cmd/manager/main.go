@@ -51,6 +51,7 @@ type options struct {
 	kubefedNamespace string
 	allowHTTPMembers bool
 	memberSyncStall  time.Duration
+	memberWriteTO    time.Duration
 	machineDeletion  bool
 	kubeconfig       string
 	kubeContext      string
@@ -90,6 +91,9 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--metrics-cert-dir needs --metrics-secure")
 	}
 	if err := o.leaderElection.validate(); err != nil {
+		return o, err
+	}
+	if err := o.shard.checkWriteTimeout(o.memberWriteTO, o.leaderElection); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -136,6 +140,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.kubefedNamespace, "kubefed-namespace", "kube-federation-system", "Namespace holding KubeFedCluster objects and their Secrets.")
 	fs.BoolVar(&o.allowHTTPMembers, "allow-insecure-member-endpoints", false, "Accept http:// member API endpoints, which send the member's bearer token in clear (never in production).")
 	fs.DurationVar(&o.memberSyncStall, "member-sync-stall-timeout", time.Minute, "Tear down a member connection whose first cache sync has read nothing for this long (a slow sync that keeps reading is never cut short); reconnects back off.")
+	fs.DurationVar(&o.memberWriteTO, "member-write-timeout", 0, "Cancel a write to a member that has not returned after this long; must be shorter than --shard-lease-duration minus --shard-renew-deadline (unsharded: than the leader election's 15s minus 10s), so no write lands after another replica took the member over. 0: four fifths of that gap.")
 	fs.BoolVar(&o.machineDeletion, "enable-machine-deletion", false, "Let policies with fencing.requestMachineDeletion delete Cluster API Machines (needs the separate Machine deletion role of the installation).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
 	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
@@ -217,8 +222,9 @@ func checkMetricsCert(o options) error {
 func operatorOptions(o options) controllers.Options {
 	return controllers.Options{
 		KubefedNamespace: o.kubefedNamespace,
-		Members:          member.Options{AllowInsecureEndpoints: o.allowHTTPMembers, SyncStallTimeout: o.memberSyncStall},
-		NodeRecovery:     noderecovery.Options{EnableMachineDeletion: o.machineDeletion},
+		Members: member.Options{AllowInsecureEndpoints: o.allowHTTPMembers, SyncStallTimeout: o.memberSyncStall,
+			WriteTimeout: o.memberWriteTO, LeaderElectionGap: o.leaderElection.leaseDuration - o.leaderElection.renewDeadline},
+		NodeRecovery: noderecovery.Options{EnableMachineDeletion: o.machineDeletion},
 	}
 }
 

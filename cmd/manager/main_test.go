@@ -280,3 +280,33 @@ func TestShardFlags(t *testing.T) {
 		t.Errorf("--shard without --leader-elect: %v, want an error naming --leader-elect", err)
 	}
 }
+
+// --member-write-timeout must leave no write in flight once another
+// replica may take a member over: a value not shorter than the Lease
+// gap is refused with an error naming the flags; a valid one is wired.
+func TestMemberWriteTimeoutFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" accepted
+	}{
+		{[]string{"--member-write-timeout=5s"}, "--leader-elect-renew-deadline"},
+		{[]string{"--member-write-timeout=4s"}, ""},
+		// The leader election's own timings set the bound when unsharded.
+		{[]string{"--leader-elect-lease-duration=20s", "--member-write-timeout=5s"}, ""},
+		{[]string{"--leader-elect-renew-deadline=12s", "--member-write-timeout=3s"}, "--leader-elect-lease-duration"},
+		{[]string{"--shard-lease-namespace=x", "--member-write-timeout=5s"}, "--shard-lease-duration"},
+		{[]string{"--shard-lease-namespace=x", "--shard-lease-duration=20s", "--member-write-timeout=5s"}, ""},
+		{[]string{"--shard-lease-namespace=x", "--shard-renew-deadline=12s", "--member-write-timeout=3s"}, "--shard-renew-deadline"},
+		{[]string{"--member-write-timeout=-1s"}, "--member-write-timeout"},
+	} {
+		o, err := parseFlags(tc.args)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v refused: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--member-write-timeout")):
+			t.Errorf("%v: %v, want an error naming --member-write-timeout and %s", tc.args, err, tc.want)
+		case tc.want == "" && operatorOptions(o).Members.WriteTimeout != o.memberWriteTO:
+			t.Errorf("%v: member write timeout %s not wired", tc.args, operatorOptions(o).Members.WriteTimeout)
+		}
+	}
+}

@@ -55,3 +55,28 @@ func (f shardFlags) options(leaderElectionNS string) (member.ShardOptions, error
 	return member.ShardOptions{Namespace: ns, LeaseDuration: f.leaseDuration,
 		RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}, nil
 }
+
+// checkWriteTimeout refuses a --member-write-timeout that lets a write
+// outlive the hold it was sent under: it must be shorter than the gap
+// between the renew deadline (no write is admitted after it) and the lease
+// duration (another replica may take over then). 0 takes the default.
+func (f shardFlags) checkWriteTimeout(d time.Duration, le leaderElectionTimings) error {
+	switch {
+	case d == 0:
+		return nil // the member cache derives it from the timings in use
+	case d < 0:
+		return fmt.Errorf("--member-write-timeout (%s) must not be negative", d)
+	}
+	if f.enabled || f.namespace != "" {
+		if gap := f.leaseDuration - f.renewDeadline; d >= gap {
+			return fmt.Errorf("--member-write-timeout (%s) must be shorter than --shard-lease-duration (%s) minus --shard-renew-deadline (%s) = %s: a write could land after another replica took the member over",
+				d, f.leaseDuration, f.renewDeadline, gap)
+		}
+		return nil
+	}
+	if gap := le.leaseDuration - le.renewDeadline; d >= gap {
+		return fmt.Errorf("--member-write-timeout (%s) must be shorter than --leader-elect-lease-duration (%s) minus --leader-elect-renew-deadline (%s) = %s: a write could land after another replica took over",
+			d, le.leaseDuration, le.renewDeadline, gap)
+	}
+	return nil
+}

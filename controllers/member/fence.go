@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -23,18 +24,24 @@ func (e *ErrNotHeld) Error() string {
 // writeFence lets a member's writes through only while this replica may
 // write to the member, and counts the ones in flight so a hand-over can
 // wait for them: the next owner must not act while a write sent under the
-// old hold may still land.
+// old hold may still land. Each write it admits gets a deadline timeout
+// after its admission (Options.WriteTimeout, shorter than the gap between
+// the Lease's renew deadline and its duration): a write admitted while the
+// hold was valid is cut before another replica may take the member over.
 type writeFence struct {
 	cluster string
 	holds   func() bool // Cache.HoldsMember for the cluster
+	timeout time.Duration
 
 	mu       sync.Mutex
 	closed   bool
 	inflight sync.WaitGroup
 }
 
-func newWriteFence(cluster string, holds func() bool) *writeFence {
-	return &writeFence{cluster: cluster, holds: holds}
+// newWriteFence fences the writes to cluster; timeout bounds each write
+// (none when zero: unit tests only).
+func newWriteFence(cluster string, holds func() bool, timeout time.Duration) *writeFence {
+	return &writeFence{cluster: cluster, holds: holds, timeout: timeout}
 }
 
 // begin admits one write; end must be called when its request returned.
@@ -74,14 +81,27 @@ func (f *writeFence) close(within time.Duration) bool {
 	}
 }
 
-// do runs one write through the fence.
-func (f *writeFence) do(write func() error) error {
+// do runs one write through the fence, with the fence's deadline on its
+// context: the request is cancelled when it passes, so the write is never
+// in flight longer than the timeout after it was admitted.
+func (f *writeFence) do(ctx context.Context, write func(ctx context.Context) error) error {
 	end, err := f.begin()
 	if err != nil {
 		return err
 	}
 	defer end()
-	return write()
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	if err := write(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("write to member %s cut after %s (the member write timeout): %w", f.cluster, f.timeout, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // fenced returns c with every write, subresource writes included, sent
@@ -89,34 +109,34 @@ func (f *writeFence) do(write func() error) error {
 func (f *writeFence) fenced(c client.WithWatch) client.WithWatch {
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return f.do(func() error { return c.Create(ctx, obj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return f.do(func() error { return c.Update(ctx, obj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.Update(ctx, obj, opts...) })
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			return f.do(func() error { return c.Patch(ctx, obj, patch, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.Patch(ctx, obj, patch, opts...) })
 		},
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			return f.do(func() error { return c.Apply(ctx, obj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.Apply(ctx, obj, opts...) })
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			return f.do(func() error { return c.Delete(ctx, obj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.Delete(ctx, obj, opts...) })
 		},
 		DeleteAllOf: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteAllOfOption) error {
-			return f.do(func() error { return c.DeleteAllOf(ctx, obj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.DeleteAllOf(ctx, obj, opts...) })
 		},
 		SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
-			return f.do(func() error { return c.SubResource(sub).Create(ctx, obj, subObj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.SubResource(sub).Create(ctx, obj, subObj, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			return f.do(func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.SubResource(sub).Update(ctx, obj, opts...) })
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			return f.do(func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-			return f.do(func() error { return c.SubResource(sub).Apply(ctx, obj, opts...) })
+			return f.do(ctx, func(ctx context.Context) error { return c.SubResource(sub).Apply(ctx, obj, opts...) })
 		},
 	})
 }

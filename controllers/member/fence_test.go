@@ -3,12 +3,18 @@ package member
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -18,7 +24,7 @@ func fencedPodClient(t *testing.T, holds *atomic.Bool, funcs interceptor.Funcs) 
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	inner := interceptor.NewClient(fake.NewClientBuilder().WithObjects(pod).Build(), funcs)
-	f := newWriteFence("m1", holds.Load)
+	f := newWriteFence("m1", holds.Load, 0)
 	return f.fenced(inner), f
 }
 
@@ -112,5 +118,56 @@ func TestFenceCloseReportsAWriteStillInFlight(t *testing.T) {
 	<-sent
 	if f.close(50 * time.Millisecond) {
 		t.Fatal("close reported drained with a write still in flight")
+	}
+}
+
+// A write that hangs (a member API server that accepted the request and
+// never answers) is cut at the write timeout the options derive from the
+// shard Lease timings, well before another replica may take the member
+// over, and the fence counts it as returned.
+func TestFenceCutsASlowWriteAtTheTimeout(t *testing.T) {
+	o := Options{Shard: ShardOptions{Namespace: "ns", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second,
+		RetryPeriod: 500 * time.Millisecond}}.withDefaults()
+	gap := o.Shard.LeaseDuration - o.Shard.RenewDeadline
+	if o.WriteTimeout <= 0 || o.WriteTimeout >= gap {
+		t.Fatalf("write timeout %s, want within (0, %s)", o.WriteTimeout, gap)
+	}
+	var requests atomic.Int32
+	gone := make(chan struct{}, 8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body) // then the server notices the client leaving
+		<-r.Context().Done()               // never answers; returns when the client gives up
+		gone <- struct{}{}
+	}))
+	defer func() { srv.CloseClientConnections(); srv.Close() }()
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	live, err := client.NewWithWatch(&rest.Config{Host: srv.URL}, client.Options{Scheme: clientgoscheme.Scheme, Mapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newWriteFence("m1", func() bool { return true }, o.WriteTimeout)
+	c := f.fenced(live)
+
+	start := time.Now()
+	err = c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}})
+	took := time.Since(start)
+	if n := requests.Load(); n != 1 {
+		t.Errorf("%d requests reached the server, want 1", n)
+	}
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hanging delete returned %v, want a deadline exceeded", err)
+	}
+	if took < o.WriteTimeout || took >= gap {
+		t.Errorf("the write returned after %s, want at the write timeout %s (before the %s gap)", took, o.WriteTimeout, gap)
+	}
+	select {
+	case <-gone:
+	case <-time.After(gap):
+		t.Error("the request was not cancelled on the server's side")
+	}
+	if !f.close(time.Second) {
+		t.Error("the cut write is still counted in flight")
 	}
 }

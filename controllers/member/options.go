@@ -1,6 +1,7 @@
 package member
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/transport"
@@ -58,6 +59,18 @@ type Options struct {
 	DisablePolicyStatus bool
 	// Shard shards members across replicas (off unless its Namespace is set).
 	Shard ShardOptions
+	// WriteTimeout bounds every write to a member, from its admission by
+	// the write fence until its response: the request is cancelled then.
+	// It must be shorter than the gap between the Lease duration and the
+	// renew deadline (the shard Lease's, or, unsharded, the leader
+	// election's, controller-runtime's 15 s and 10 s), so no write sent
+	// under a hold can land after another replica took the member over.
+	// Default: four fifths of that gap (4 s at the default timings).
+	WriteTimeout time.Duration
+	// LeaderElectionGap is, unsharded, the leader election's lease duration
+	// minus its renew deadline (the manager's --leader-elect-* flags).
+	// Default: controller-runtime's 15 s - 10 s.
+	LeaderElectionGap time.Duration
 	// WrapTransport, if set, wraps the transport of every member connection
 	// (closest to the network), e.g. to trace or to slow requests in tests.
 	WrapTransport transport.WrapperFunc
@@ -78,7 +91,47 @@ func (o Options) withDefaults() Options {
 	defaults.Set(&o.MaxConcurrentReconciles, 10)
 	defaults.Set(&o.QPS, 50)
 	defaults.Set(&o.Burst, 100)
+	defaults.Set(&o.WriteTimeout, o.writeTimeoutGap()*4/5)
 	return o
+}
+
+// Unsharded, writes to members are sent by the elected leader only; these
+// are controller-runtime's default leader election timings, used when
+// LeaderElectionGap is not set.
+const (
+	leaderElectionLeaseDuration = 15 * time.Second
+	leaderElectionRenewDeadline = 10 * time.Second
+)
+
+// writeTimeoutGap is the time between the renew deadline, after which this
+// replica sends no more writes to a member, and the earliest moment
+// another replica may take the member over (the Lease duration): every
+// write must have returned within it.
+func (o Options) writeTimeoutGap() time.Duration {
+	if o.Shard.enabled() {
+		s := o.Shard
+		defaults.Set(&s.LeaseDuration, defaultShardLeaseDuration)
+		defaults.Set(&s.RenewDeadline, defaultShardRenewDeadline)
+		return s.LeaseDuration - s.RenewDeadline
+	}
+	if o.LeaderElectionGap > 0 {
+		return o.LeaderElectionGap
+	}
+	return leaderElectionLeaseDuration - leaderElectionRenewDeadline
+}
+
+// checkWriteTimeout refuses a write timeout that lets a write outlive the
+// hold it was sent under.
+func (o Options) checkWriteTimeout() error {
+	gap := o.writeTimeoutGap()
+	if o.WriteTimeout <= 0 || o.WriteTimeout >= gap {
+		if o.Shard.enabled() {
+			return fmt.Errorf("member write timeout %s: must be > 0 and shorter than the shard lease duration minus the renew deadline (%s)", o.WriteTimeout, gap)
+		}
+		return fmt.Errorf("member write timeout %s: must be > 0 and shorter than the leader election's lease duration minus its renew deadline (%s)",
+			o.WriteTimeout, gap)
+	}
+	return nil
 }
 
 // retryDelay is how long to wait before attempt+1 after attempt consecutive

@@ -109,7 +109,7 @@ func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedClu
 		return ctrl.Result{RequeueAfter: wait}
 	}
 	cluster := kfc.Name
-	fence := newWriteFence(cluster, func() bool { return r.cache.HoldsMember(cluster) })
+	fence := newWriteFence(cluster, func() bool { return r.cache.HoldsMember(cluster) }, o.WriteTimeout)
 	conn, err := dial(ctx, cfg, r.cache.scheme, o, fence, r.cache.onSynced(kfc))
 	if err != nil {
 		r.disconnect(ctx, kfc, reasonFor(err), redact(err.Error(), token))

@@ -36,6 +36,9 @@ const secretRefIndex = "fedfailover.kubefedcluster.secretRef"
 // controllers use to reach members.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cache, error) {
 	opts = opts.withDefaults()
+	if err := opts.checkWriteTimeout(); err != nil {
+		return nil, err
+	}
 	memberScheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(memberScheme); err != nil {
 		return nil, fmt.Errorf("building member scheme: %w", err)

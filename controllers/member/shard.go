@@ -62,11 +62,17 @@ type ShardOptions struct {
 	Config *rest.Config
 }
 
+// Default shard Lease timings.
+const (
+	defaultShardLeaseDuration = 15 * time.Second
+	defaultShardRenewDeadline = 10 * time.Second
+)
+
 func (o ShardOptions) enabled() bool { return o.Namespace != "" }
 
 func (o ShardOptions) withDefaults() (ShardOptions, error) {
-	defaults.Set(&o.LeaseDuration, 15*time.Second)
-	defaults.Set(&o.RenewDeadline, 10*time.Second)
+	defaults.Set(&o.LeaseDuration, defaultShardLeaseDuration)
+	defaults.Set(&o.RenewDeadline, defaultShardRenewDeadline)
 	defaults.Set(&o.RetryPeriod, 2*time.Second)
 	if o.Identity == "" {
 		host, err := os.Hostname()

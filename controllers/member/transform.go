@@ -141,9 +141,13 @@ func decisionConditions(cs []corev1.PodCondition) []corev1.PodCondition {
 // resourceVersion (optimistic-lock patches), labels (node selection),
 // annotations (recovery marks, external fence marks), deletionTimestamp,
 // spec.taints (whole: patches replace the list) and spec.unschedulable,
-// status.allocatable, and the Ready condition (status, reason,
-// lastTransitionTime: how long a node has been lost). Images, capacity,
-// addresses, nodeInfo, the other conditions and heartbeats are dropped.
+// status.allocatable, the Ready condition (status, reason,
+// lastTransitionTime: how long a node has been lost; lastHeartbeatTime),
+// and of metadata.managedFields only the newest time, as one entry: with
+// the Ready times, the member's newest record of the Node, which bounds an
+// external fence mark read from the Node (fencing.NewestMemberTime).
+// Images, capacity, addresses, nodeInfo, the other conditions and the
+// managed field sets are dropped.
 func transformNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -160,8 +164,9 @@ func transformNode(obj any) (any, error) {
 			DeletionTimestamp: n.DeletionTimestamp,
 			// Node labels are unique (hostname), so only their strings are
 			// shared; annotation values are mostly unique, so only the keys.
-			Labels:      shared.strMap(n.Labels, n.Name, true),
-			Annotations: shared.strMap(withoutLastApplied(n.Annotations), n.Name, false),
+			Labels:        shared.strMap(n.Labels, n.Name, true),
+			Annotations:   shared.strMap(withoutLastApplied(n.Annotations), n.Name, false),
+			ManagedFields: newestManagedTime(n.ManagedFields),
 		},
 		// providerID ties the Node to its Machine: node recovery compares them.
 		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable, ProviderID: n.Spec.ProviderID},
@@ -173,11 +178,31 @@ func transformNode(obj any) (any, error) {
 		if c := &n.Status.Conditions[i]; c.Type == corev1.NodeReady {
 			out.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady,
 				Status: corev1.ConditionStatus(shared.str(string(c.Status))), Reason: shared.str(c.Reason),
-				LastTransitionTime: c.LastTransitionTime}}
+				LastHeartbeatTime: c.LastHeartbeatTime, LastTransitionTime: c.LastTransitionTime}}
 			break
 		}
 	}
 	return out, nil
+}
+
+// newestManager names the one managedFields entry a cached Node keeps: only
+// its time is real, the newest of the Node's entries.
+const newestManager = "fedfailover-cache:newest-write"
+
+// newestManagedTime reduces a Node's managedFields to one entry holding the
+// newest time among them (the member API server's clock at the last change
+// by any field manager); nil when none has a time.
+func newestManagedTime(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var newest *metav1.Time
+	for i := range entries {
+		if t := entries[i].Time; t != nil && (newest == nil || t.After(newest.Time)) {
+			newest = t
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	return []metav1.ManagedFieldsEntry{{Manager: newestManager, Time: &metav1.Time{Time: newest.Time}}}
 }
 
 // withoutLastApplied drops the last-applied annotation (a full copy of the

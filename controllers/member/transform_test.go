@@ -309,6 +309,8 @@ func TestTransformNodeKeepsWhatDecisionsUse(t *testing.T) {
 			t.Errorf("node %d: readiness %+v", i, got.Status.Conditions)
 		case readyOf(got) != readyOf(in):
 			t.Errorf("node %d: Ready condition %q, want %q", i, readyOf(got), readyOf(in))
+		case !fencing.NewestMemberTime(got).Equal(fencing.NewestMemberTime(in)):
+			t.Errorf("node %d: newest member time %s, want %s", i, fencing.NewestMemberTime(got), fencing.NewestMemberTime(in))
 		}
 		for _, d := range []time.Duration{time.Minute, 10 * time.Minute} {
 			wl, ws := fencing.Lost(in, d, now)
@@ -318,7 +320,8 @@ func TestTransformNodeKeepsWhatDecisionsUse(t *testing.T) {
 			}
 		}
 		if got.Status.Images != nil || got.Status.Capacity != nil || got.Status.Addresses != nil ||
-			got.Status.NodeInfo != (corev1.NodeSystemInfo{}) || got.ManagedFields != nil {
+			got.Status.NodeInfo != (corev1.NodeSystemInfo{}) || len(got.ManagedFields) > 1 ||
+			(len(got.ManagedFields) == 1 && got.ManagedFields[0].FieldsV1 != nil) {
 			t.Errorf("node %d: dropped fields kept: %+v", i, got)
 		}
 		if again := transformedNode(t, got); !equality.Semantic.DeepEqual(again, got) {

@@ -121,7 +121,7 @@ func TestVisitCachedReadsTheMemberCache(t *testing.T) {
 			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv-0")}}}))
 
 	synced := make(chan struct{})
-	conn, err := dial(ctx, cfg, clientgoscheme.Scheme, Options{}.withDefaults(), newWriteFence("m", func() bool { return true }),
+	conn, err := dial(ctx, cfg, clientgoscheme.Scheme, Options{}.withDefaults(), newWriteFence("m", func() bool { return true }, 0),
 		func() { close(synced) })
 	if err != nil {
 		t.Fatal(err)

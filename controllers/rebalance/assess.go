@@ -16,8 +16,9 @@ import (
 type observation struct {
 	// Healthy: connected and Ready in kubefed.
 	Healthy bool
-	// KubefedReady is kubefed's own verdict; with Healthy false it means
-	// only fedfailover sees the member failing.
+	// KubefedReady is kubefed's own verdict (Ready, current or stale); with
+	// Healthy false it means only fedfailover sees the member failing, and
+	// the member is never Failed for that alone.
 	KubefedReady bool
 	// Unknown: kubefed reports the member Ready and fedfailover's own view
 	// proves nothing (member.Cache.Unknown: never connected by this
@@ -110,7 +111,15 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 			a.RequeueAt = failAt
 			return a
 		}
-		a.Member = planner.Member{State: planner.Failed, KubefedReady: obs.KubefedReady}
+		if obs.KubefedReady {
+			// Failed to fedfailover alone: kubefed does not confirm it.
+			// It keeps what it holds and counts as failing for the guard;
+			// it is Failed at the pass that sees kubefed agree (a Ready
+			// flip queues one), its onset still fedfailover's own sighting.
+			a.Member = planner.Member{State: planner.Healthy, KubefedReady: true, Unobserved: true, Failing: true, Unconfirmed: true}
+			return a
+		}
+		a.Member = planner.Member{State: planner.Failed}
 		a.Since = timeOf(a.Marks.FailingSince)
 		return a
 	}

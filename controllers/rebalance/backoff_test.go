@@ -172,7 +172,7 @@ func TestRecordedOnsetsDoNotShortenAWait(t *testing.T) {
 				fm := noMembers(t)
 				fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
 				fm.add(t, "member2", deploy()...)
-				fm.down["member2"] = true
+				fm.kill("member2")
 				return fm
 			}, wait: spec.ClusterFailedAfter.Get()},
 		{name: "Unschedulable since an hour ago", marks: contract.MemberTimers{UnschedulableSince: microPtr(t0.Add(-time.Hour))}, from: user,
@@ -233,7 +233,7 @@ func TestHoldClearsSightings(t *testing.T) {
 	fm := noMembers(t)
 	fm.add(t, "member1", append(deploy(), readyNode("n1", 20))...)
 	fm.add(t, "member2", deploy()...)
-	fm.down["member2"] = true
+	fm.kill("member2")
 	r.members = fm
 	pause := func(paused bool) {
 		t.Helper()

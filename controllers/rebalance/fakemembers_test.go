@@ -20,10 +20,15 @@ import (
 )
 
 // fakeMembers is a federation of connected members, each served by a fake
-// client holding its objects; names in down are not connected.
+// client holding its objects; names in down are not connected to
+// fedfailover, names in kubefedDown not Ready to kubefed (Offline).
 type fakeMembers struct {
-	readers map[string]client.Client
-	down    map[string]bool
+	readers     map[string]client.Client
+	down        map[string]bool
+	kubefedDown map[string]bool
+	// clock, when set, is kubefed's: each KubeFedCluster was probed at
+	// clock() (kubefed probes every 10 s); unset, no probe time is given.
+	clock func() time.Time
 	// liveDelay is added to each live read (GetClient), as a member API
 	// server's round trip would.
 	liveDelay time.Duration
@@ -39,7 +44,22 @@ type fakeMembers struct {
 
 func noMembers(t *testing.T) *fakeMembers {
 	t.Helper()
-	return &fakeMembers{readers: map[string]client.Client{}, down: map[string]bool{}}
+	return &fakeMembers{readers: map[string]client.Client{}, down: map[string]bool{}, kubefedDown: map[string]bool{}}
+}
+
+// kill takes members down for real: fedfailover cannot reach them and
+// kubefed reports them offline.
+func (f *fakeMembers) kill(names ...string) {
+	for _, n := range names {
+		f.down[n], f.kubefedDown[n] = true, true
+	}
+}
+
+// revive brings members back for both views.
+func (f *fakeMembers) revive(names ...string) {
+	for _, n := range names {
+		f.down[n], f.kubefedDown[n] = false, false
+	}
 }
 
 // add registers a connected, kubefed-Ready member holding objs.
@@ -86,10 +106,18 @@ func (f *fakeMembers) add(t *testing.T, name string, objs ...client.Object) {
 
 func (f *fakeMembers) KubeFedClusters(_ context.Context, _ labels.Selector) ([]kubefedv1beta1.KubeFedCluster, error) {
 	var out []kubefedv1beta1.KubeFedCluster
+	var probed metav1.Time
+	if f.clock != nil {
+		probed = metav1.NewTime(f.clock())
+	}
 	for _, n := range sortedKeys(f.readers) {
+		// As kubefed v0.10.0 writes them: Ready=True, or Offline=True alone.
+		cond := kubefedv1beta1.ClusterCondition{Type: "Ready", Status: corev1.ConditionTrue, LastProbeTime: probed}
+		if f.kubefedDown[n] {
+			cond = kubefedv1beta1.ClusterCondition{Type: "Offline", Status: corev1.ConditionTrue, LastProbeTime: probed}
+		}
 		out = append(out, kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Name: n},
-			Status: kubefedv1beta1.KubeFedClusterStatus{Conditions: []kubefedv1beta1.ClusterCondition{
-				{Type: "Ready", Status: corev1.ConditionTrue}}}})
+			Status: kubefedv1beta1.KubeFedClusterStatus{Conditions: []kubefedv1beta1.ClusterCondition{cond}}})
 	}
 	return out, nil
 }

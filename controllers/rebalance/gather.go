@@ -23,6 +23,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/capacity"
+	"github.com/fedfailover/fedfailover/internal/kubefedhealth"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/policy"
 )
@@ -94,11 +95,11 @@ func targetPlacement(u *unstructured.Unstructured) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(sel)
 }
 
-// memberNames lists the KubeFedClusters the policy selects, with whether
-// kubefed reports each Ready, and those of them the target's placement
-// allows (nil: every one). The governing policy's selector is valid
-// (internal/policy.ForRSP).
-func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy, w workload) (map[string]bool, map[string]bool, error) {
+// memberNames lists the KubeFedClusters the policy selects, with kubefed's
+// own verdict on each (kubefedhealth: the second view a failure needs), and
+// those of them the target's placement allows (nil: every one). The
+// governing policy's selector is valid (internal/policy.ForRSP).
+func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPolicy, w workload) (map[string]kubefedhealth.View, map[string]bool, error) {
 	sel, err := policy.Clusters(pol)
 	if err != nil {
 		return nil, nil, err
@@ -107,13 +108,16 @@ func (r *Reconciler) memberNames(ctx context.Context, pol *v1alpha1.FailoverPoli
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make(map[string]bool, len(kfcs))
+	out := make(map[string]kubefedhealth.View, len(kfcs))
 	var eligible map[string]bool
 	if w.placement != nil {
 		eligible = map[string]bool{}
 	}
+	now := r.now()
 	for i := range kfcs {
-		out[kfcs[i].Name] = kubefedReady(&kfcs[i])
+		v := kubefedhealth.Of(&kfcs[i], now)
+		out[kfcs[i].Name] = v
+		r.kubefedViews.Store(kfcs[i].Name, v)
 		if w.placement != nil && w.placement.Matches(labels.Set(kfcs[i].Labels)) {
 			eligible[kfcs[i].Name] = true
 		}
@@ -131,11 +135,12 @@ func kubefedReady(k *kubefedv1beta1.KubeFedCluster) bool {
 }
 
 // observe gathers one member's view of the workload. A member that cannot
-// be read counts as unhealthy: its replicas move once that lasts
-// clusterFailedAfter.
-func (r *Reconciler) observe(ctx context.Context, cluster string, kubefedOK bool, ns string, w workload) (observation, error) {
+// be read counts as unhealthy; its replicas move once that lasts
+// clusterFailedAfter and kubefed agrees (kubefed not Ready): fedfailover's
+// own view alone (its connection, probes, reads) is no proof of failure.
+func (r *Reconciler) observe(ctx context.Context, cluster string, kubefed kubefedhealth.View, ns string, w workload) (observation, error) {
 	switch {
-	case !kubefedOK:
+	case kubefed.Confirmed():
 		return observation{}, nil
 	case r.members.Unknown(cluster):
 		return observation{KubefedReady: true, Unknown: true}, nil

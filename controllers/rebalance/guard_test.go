@@ -35,13 +35,14 @@ func webOn(ns, member string, running int) []client.Object {
 	return objs
 }
 
-// Rule 1, the federation guard, with members lost a few seconds apart
-// (TestPartitionBothMembersFromFedfailoverOnly on the lab): both members
-// cut from fedfailover only, kubefed still sees them Ready. For a while one
-// has reached clusterFailedAfter and the other not yet. Counting Failed
-// members alone, one of two was not more than half, the guard let go and
-// MemberUnreachable pinned both members. The member still failing counts:
-// the user's weights stay as they are, and the policy names both members.
+// Rule 1, the federation guard, with members lost a few seconds apart:
+// member1 dies (kubefed reports it offline too), member2 is cut from
+// fedfailover alone 5 s later. For a while member1 has reached
+// clusterFailedAfter and member2 not yet; then member2 is failed to
+// fedfailover alone, which is never Failed. Counting Failed members alone,
+// one of two was not more than half and the guard let go. The member
+// failing (or failed to fedfailover alone) counts: the user's weights stay
+// as they are, and the policy names both members.
 func TestMembersFailingApartKeepTheUsersWeights(t *testing.T) {
 	pol := rebalancing("apart", nil) // clusterFailedAfter 10s
 	r, c, _, ns := onHost(t, pol)
@@ -61,7 +62,7 @@ func TestMembersFailingApartKeepTheUsersWeights(t *testing.T) {
 
 	passAt(t, r, key, t0) // 3/3, Running and Ready
 	untouched("both members healthy")
-	fm.down["member1"] = true
+	fm.kill("member1")
 	passAt(t, r, key, t0.Add(time.Second)) // member1 failing since t0+1s
 	fm.down["member2"] = true
 	passAt(t, r, key, t0.Add(6*time.Second)) // member2 failing since t0+6s

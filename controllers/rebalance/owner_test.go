@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/internal/kubefedhealth"
 )
 
 func controllerRef(kind, name string, uid types.UID) []metav1.OwnerReference {
@@ -55,7 +57,7 @@ func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
 	fm.add(t, "member1", objs...)
 	r := &Reconciler{members: fm}
 	w := workload{kind: "FederatedDeployment", name: "web"}
-	obs, err := r.observe(context.Background(), "member1", true, "demo", w)
+	obs, err := r.observe(context.Background(), "member1", kubefedhealth.View{State: kubefedhealth.Ready}, "demo", w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
 	empty := noMembers(t)
 	empty.add(t, "member1", readyNode("n1", 20), podOf("api-1", "rs-api", true))
 	r.members = empty
-	if obs, err := r.observe(context.Background(), "member1", true, "demo", w); err != nil || obs.Running != 0 || !obs.Healthy {
+	if obs, err := r.observe(context.Background(), "member1", kubefedhealth.View{State: kubefedhealth.Ready}, "demo", w); err != nil || obs.Running != 0 || !obs.Healthy {
 		t.Errorf("without the Deployment: %+v, %v; want healthy with 0 running", obs, err)
 	}
 }

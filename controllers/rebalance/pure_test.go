@@ -71,9 +71,9 @@ func TestAssess(t *testing.T) {
 		{name: "never connected by this process, kubefed Ready: unknown, no failing timer (startup grace)",
 			obs: observation{KubefedReady: true, Unknown: true}, prev: contract.MemberTimers{FailingSince: at(-time.Hour)}, now: t0,
 			state: planner.Healthy},
-		{name: "unreachable to fedfailover only: failed, but flagged as kubefed Ready",
+		{name: "unreachable to fedfailover only past clusterFailedAfter: not failed, kubefed does not confirm it",
 			obs: observation{KubefedReady: true}, prev: contract.MemberTimers{FailingSince: at(0)}, now: t0.Add(10 * time.Second),
-			state: planner.Failed, marks: contract.MemberTimers{FailingSince: at(0)}, kubefedReady: true},
+			state: planner.Healthy, marks: contract.MemberTimers{FailingSince: at(0)}, kubefedReady: true, failing: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -59,6 +59,10 @@ type Reconciler struct {
 
 	mu  sync.Mutex
 	mem map[types.NamespacedName]*memory
+	// kubefedViews is kubefed's verdict on each member as last read
+	// (kubefedhealth.View), for the messages of the RebalanceSuspended
+	// condition.
+	kubefedViews sync.Map
 }
 
 // memory is what one process keeps per RSP beyond its RebalanceRecord: the

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/kubefedhealth"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
@@ -256,12 +257,13 @@ func (r *Reconciler) releaseInput(ctx context.Context, rsp *fedschedv1a1.Replica
 	if w.placement != nil {
 		in.Eligible = map[string]bool{}
 	}
+	now := r.now()
 	for i := range kfcs {
 		name := kfcs[i].Name
 		if w.placement != nil && w.placement.Matches(labels.Set(kfcs[i].Labels)) {
 			in.Eligible[name] = true
 		}
-		obs, err := r.observe(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", name)), name, kubefedReady(&kfcs[i]), rsp.Namespace, w)
+		obs, err := r.observe(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", name)), name, kubefedhealth.Of(&kfcs[i], now), rsp.Namespace, w)
 		if err != nil {
 			return planner.ReleaseInput{}, err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/kubefedhealth"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
@@ -74,7 +75,8 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	evType := corev1.EventTypeNormal
 	switch reason {
 	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity,
-		ReasonStateReset, ReasonStateClamped, v1alpha1.ReasonStateMissing, ReasonFailbackBackoff, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere:
+		ReasonStateReset, ReasonStateClamped, v1alpha1.ReasonStateMissing, ReasonFailbackBackoff, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere,
+		v1alpha1.ReasonMemberFailureUnconfirmed:
 		evType = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(rsp, pol, evType, reason, action, "%s", msg)
@@ -111,7 +113,7 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 	if pol.Spec.DryRun && detail != "" {
 		detail += " (dry run: nothing written, the RSP is left as it is)"
 	}
-	suspended, suspendedDetail := suspensionOf(key, in, res)
+	suspended, suspendedDetail := r.suspensionOf(key, in, res)
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail,
 		suspended: suspended, suspendedDetail: suspendedDetail})
 	entries, _ := r.store.Snapshot(pol.Name)
@@ -149,9 +151,10 @@ func placementOf(key types.NamespacedName, in planner.Input, res planner.Result)
 	return v1alpha1.ReasonFailingBack, fmt.Sprintf("%s: every member healthy, returning to the baseline (%s): %s", key, res.Reason, describe(res))
 }
 
-// suspensionOf says whether the federation guard holds the RSP (its
-// reason, "" if not) and names the members behind it.
-func suspensionOf(key types.NamespacedName, in planner.Input, res planner.Result) (string, string) {
+// suspensionOf says whether a safety rule holds the RSP (its reason, ""
+// if not) and names the members behind it: the federation guard, no room
+// anywhere, or replicas left on members fedfailover alone sees failed.
+func (r *Reconciler) suspensionOf(key types.NamespacedName, in planner.Input, res planner.Result) (string, string) {
 	var reason string
 	switch res.Reason {
 	case planner.ReasonTooManyMembersFailed:
@@ -159,13 +162,15 @@ func suspensionOf(key types.NamespacedName, in planner.Input, res planner.Result
 	case planner.ReasonNoCapacityAnywhere:
 		reason = v1alpha1.ReasonNoCapacityAnywhere
 	default:
-		return "", ""
+		return r.unconfirmedOf(key, in, res)
 	}
-	var failed, failing, full []string
+	var failed, unconfirmed, failing, full []string
 	for _, n := range sortedKeys(in.Members) {
 		switch m := in.Members[n]; {
 		case m.State == planner.Failed:
 			failed = append(failed, n)
+		case m.Unconfirmed:
+			unconfirmed = append(unconfirmed, n)
 		case m.Failing:
 			failing = append(failing, n)
 		case m.State == planner.Exhausted || m.Fits <= 0:
@@ -176,17 +181,43 @@ func suspensionOf(key types.NamespacedName, in planner.Input, res planner.Result
 	if len(failing) > 0 {
 		msg += fmt.Sprintf(", %d failing, not failed yet (%s)", len(failing), strings.Join(failing, ", "))
 	}
+	if len(unconfirmed) > 0 {
+		msg += fmt.Sprintf(", %d unreachable to fedfailover alone, kubefed does not confirm it (%s)", len(unconfirmed), strings.Join(unconfirmed, ", "))
+	}
 	if reason == v1alpha1.ReasonNoCapacityAnywhere {
 		msg += fmt.Sprintf(", no room in %s", strings.Join(full, ", "))
 	}
 	return reason, msg + ": nothing shifted, kubefed keeps its placement"
 }
 
+// unconfirmedOf says whether replicas of the RSP stay on members that only
+// fedfailover sees failed (planner.Member.Unconfirmed), and names them with
+// kubefed's verdict: nothing is moved off them until kubefed agrees.
+func (r *Reconciler) unconfirmedOf(key types.NamespacedName, in planner.Input, res planner.Result) (string, string) {
+	var parts []string
+	for _, n := range sortedKeys(in.Members) {
+		if !in.Members[n].Unconfirmed || res.Placement[n] == 0 {
+			continue
+		}
+		why := "kubefed reports it Ready"
+		if v, ok := r.kubefedViews.Load(n); ok {
+			why = v.(kubefedhealth.View).Message
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d replicas) is unreachable to fedfailover for over clusterFailedAfter (%s), but %s",
+			n, res.Placement[n], in.Spec.ClusterFailedAfter.Get(), why))
+	}
+	if len(parts) == 0 {
+		return "", ""
+	}
+	return v1alpha1.ReasonMemberFailureUnconfirmed, fmt.Sprintf("%s: %s: nothing is moved off it until kubefed agrees "+
+		"(fedfailover's own view alone is no proof of failure; see status.members for why it cannot connect)", key, strings.Join(parts, "; "))
+}
+
 // reportSuspension emits an event when the federation guard starts or
 // stops holding the RSP (or changes its reason): transitions only.
 func (r *Reconciler) reportSuspension(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference,
 	mem *memory, in planner.Input, res planner.Result) {
-	reason, detail := suspensionOf(client.ObjectKeyFromObject(rsp), in, res)
+	reason, detail := r.suspensionOf(client.ObjectKeyFromObject(rsp), in, res)
 	r.mu.Lock()
 	prev := mem.suspended
 	mem.suspended = reason

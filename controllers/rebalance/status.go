@@ -119,12 +119,14 @@ func rebalancingCondition(pol *v1alpha1.FailoverPolicy, keys []types.NamespacedN
 	return policystatus.Condition(pol, v1alpha1.ConditionRebalancing, metav1.ConditionTrue, reason, strings.Join(details, "; "))
 }
 
-// suspendedOrder ranks the guard's reasons for the RebalanceSuspended condition.
-var suspendedOrder = []string{v1alpha1.ReasonTooManyMembersFailed, v1alpha1.ReasonNoCapacityAnywhere}
+// suspendedOrder ranks the reasons of the RebalanceSuspended condition.
+var suspendedOrder = []string{v1alpha1.ReasonTooManyMembersFailed, v1alpha1.ReasonNoCapacityAnywhere,
+	v1alpha1.ReasonMemberFailureUnconfirmed}
 
-// suspendedCondition is True while the federation guard holds a managed
-// RSP, with the first reason of suspendedOrder and each held RSP's detail
-// as message; False (NotSuspended) otherwise.
+// suspendedCondition is True while a safety rule holds a managed RSP (the
+// federation guard, no room anywhere, replicas on members fedfailover alone
+// sees failed), with the first reason of suspendedOrder and each held RSP's
+// detail as message; False (NotSuspended) otherwise.
 func suspendedCondition(pol *v1alpha1.FailoverPolicy, keys []types.NamespacedName, entries map[types.NamespacedName]rspEntry) metav1.Condition {
 	reason, rank := v1alpha1.ReasonNotSuspended, len(suspendedOrder)
 	var details []string

@@ -72,7 +72,7 @@ func TestGuardSuspensionIsVisible(t *testing.T) {
 	fm := noMembers(t)
 	fm.add(t, "member1", readyNode("n1", 10))
 	fm.add(t, "member2", readyNode("n2", 10))
-	fm.down["member1"], fm.down["member2"] = true, true
+	fm.kill("member1", "member2")
 	r.members = fm
 	gauge := func() float64 {
 		return testutil.ToFloat64(metrics.RebalanceSuspended.WithLabelValues("guarded", v1alpha1.ReasonTooManyMembersFailed))
@@ -97,7 +97,7 @@ func TestGuardSuspensionIsVisible(t *testing.T) {
 		t.Errorf("spec %+v changed under the guard", got)
 	}
 
-	fm.down["member1"], fm.down["member2"] = false, false
+	fm.revive("member1", "member2")
 	passAt(t, r, key, t0.Add(time.Minute))
 	passAt(t, r, key, t0.Add(time.Minute+time.Second))
 	if cond := suspendedOf(t, r, pol); cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonNotSuspended {

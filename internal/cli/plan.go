@@ -136,7 +136,8 @@ func planRSP(s *Snapshot, p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaS
 // scenario's member is Failed, or Exhausted with no room; the others are
 // Healthy with unknown (ample) room when kubefed and fedfailover see them
 // healthy, else Failed once clusterFailedAfter has passed since fedfailover
-// first saw them failing, and failing (for the federation guard) before.
+// first saw them failing (unconfirmed, moving nothing, while kubefed reports
+// them Ready), and failing (for the federation guard) before.
 func (s *Snapshot) memberInput(p *v1alpha1.FailoverPolicy, name string, sc Scenario, running int64, base baseline) planner.Member {
 	failingSince, roomSince := base.timers(name)
 	switch {
@@ -146,7 +147,9 @@ func (s *Snapshot) memberInput(p *v1alpha1.FailoverPolicy, name string, sc Scena
 		return planner.Member{State: planner.Failed}
 	case !s.memberHealthy(p, name):
 		if !failingSince.IsZero() && !s.Now.Before(failingSince.Add(p.Spec.Rebalance.ClusterFailedAfter.Get())) {
-			return planner.Member{State: planner.Failed}
+			// Disconnected while kubefed reports it Ready: the planner reads
+			// it as unconfirmed and moves nothing off it.
+			return planner.Member{State: planner.Failed, KubefedReady: s.kubefedReady(name) == "True"}
 		}
 		// Not failed yet: the federation guard counts it as failing.
 		return planner.Member{State: planner.Healthy, Failing: true}

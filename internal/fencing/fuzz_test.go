@@ -67,6 +67,12 @@ func fuzzInput(flags uint32, conds uint64, lostAgo, after int64, annotation stri
 	if flags&(1<<12) != 0 {
 		in.LostSince = time.Time{}
 	}
+	if flags&(1<<13) != 0 {
+		in.Policy.ExternalFenceSource = v1alpha1.ExternalFenceSourceNode
+	}
+	if flags&(1<<14) != 0 && in.Node != nil {
+		writtenAt(in.Node, t0.Add(-time.Duration(lostAgo)).Add(time.Duration(after)))
+	}
 	return in
 }
 
@@ -76,6 +82,9 @@ func FuzzVerdict(f *testing.F) {
 	f.Add(uint32(0x0591), uint64(0), int64(time.Minute), int64(0), t0.Add(-30*time.Second).Format(time.RFC3339))
 	f.Add(uint32(0x0130), uint64(0x1b), int64(0), int64(0), "false")
 	f.Add(uint32(0x0f03), uint64(0xffff_ffff), int64(-time.Hour), int64(-time.Minute), "")
+	// Node source, a mark a year ahead written a minute into the loss.
+	f.Add(uint32(0x640d), uint64(0), int64(time.Hour), int64(time.Minute), t0.Add(365*24*time.Hour).Format(time.RFC3339))
+	f.Add(uint32(0x640d), uint64(0), int64(time.Hour), int64(time.Minute), t0.Add(-59*time.Minute).Format(time.RFC3339))
 	f.Fuzz(func(t *testing.T, flags uint32, conds uint64, lostAgo, after int64, annotation string) {
 		in := fuzzInput(flags, conds, lostAgo, after, annotation)
 		got := Verdict(in)
@@ -105,6 +114,15 @@ func FuzzVerdict(f *testing.F) {
 				// The default source is the Machine; the mark must be a time
 				// within the current loss.
 				at, err := time.Parse(time.RFC3339, annotation)
+				if in.Policy.ExternalFenceSource == v1alpha1.ExternalFenceSourceNode {
+					// The Node's mark: within the loss on the member's clock,
+					// never after the member's newest record of the Node.
+					if in.Node == nil || err != nil || at.Before(NotReadySince(in.Node)) || at.After(NewestMemberTime(in.Node).Add(markSlack)) {
+						t.Fatalf("Node fence mark %q counted outside the current loss (Ready since %s, newest member time %s)",
+							annotation, NotReadySince(in.Node), NewestMemberTime(in.Node))
+					}
+					continue
+				}
 				if in.Machine == nil || err != nil || at.Before(in.LostSince) || at.After(in.Now) {
 					t.Fatalf("external fence %q counted outside the current loss (since %s, now %s)", annotation, in.LostSince, in.Now)
 				}

@@ -60,3 +60,11 @@ func annotated(key, value string) machineOpt {
 func nodeRef(name string) machineOpt {
 	return func(m *clusterv1.Machine) { m.Status.NodeRef.Name = name }
 }
+
+// writtenAt records, as the member's API server does, that a field manager
+// (the fencing agent) last changed the Node at when (member clock).
+func writtenAt(n *corev1.Node, when time.Time) *corev1.Node {
+	t := metav1.NewTime(when)
+	n.ManagedFields = append(n.ManagedFields, metav1.ManagedFieldsEntry{Manager: "fence-agent", Operation: metav1.ManagedFieldsOperationUpdate, Time: &t})
+	return n
+}

@@ -39,3 +39,32 @@ func NotReadySince(node *corev1.Node) time.Time {
 	}
 	return ready.LastTransitionTime.Time
 }
+
+// NewestMemberTime is the latest time the member itself recorded for the
+// Node, on the member's own clocks: its API server's time of the last
+// change by each field manager (metadata.managedFields[].time, which the
+// write of an annotation updates), the Node's creation, and the Ready
+// condition's heartbeat and transition. A fence mark on the Node dated
+// later than this was not written when it says: it is from the future.
+// Zero for a nil Node or one without any of these times.
+func NewestMemberTime(node *corev1.Node) time.Time {
+	if node == nil {
+		return time.Time{}
+	}
+	newest := node.CreationTimestamp.Time
+	later := func(t time.Time) {
+		if t.After(newest) {
+			newest = t
+		}
+	}
+	for i := range node.ManagedFields {
+		if t := node.ManagedFields[i].Time; t != nil {
+			later(t.Time)
+		}
+	}
+	if ready := nodecond.Ready(node); ready != nil {
+		later(ready.LastHeartbeatTime.Time)
+		later(ready.LastTransitionTime.Time)
+	}
+	return newest
+}

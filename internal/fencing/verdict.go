@@ -345,15 +345,17 @@ func describeMatches(matches []v1alpha1.MachineConditionMatch) string {
 // names (externalFenceSource). The mark is the RFC 3339 time the agent fenced
 // the node and counts only for the current loss: at or after its start as
 // measured on the same clock (the host's lost-since for a Machine, the
-// Node's own Ready transition for a Node), and not in the future. "true"
-// could be left from any earlier incident, so it never counts.
+// Node's own Ready transition for a Node), and not in the future: for a
+// Machine not after now, for a Node not after the member's newest record
+// of the Node (NewestMemberTime, the member's clock). "true" could be left
+// from any earlier incident, so it never counts.
 func checkExternalFence(r *Result, p v1alpha1.FencingSpec, node *corev1.Node, m *clusterv1.Machine, lostSince, now time.Time) {
 	key := p.ExternalFenceAnnotation
 	if key == "" {
 		return
 	}
 	src := fenceSource(p.ExternalFenceSource, node, m, lostSince)
-	at, why := fenceMark(key, src.annotations, src.since, now, src.hostClock)
+	at, why := fenceMark(key, src, now)
 	if why != "" {
 		msg := fmt.Sprintf("annotation %s on %s: %s", key, src.where, why)
 		if !src.hostClock || node == nil || node.Annotations[key] == "" {
@@ -374,13 +376,19 @@ type markSource struct {
 	annotations      map[string]string
 	since            time.Time
 	hostClock        bool // since (and the mark) are on the host's clock, as Now is
+	// upper bounds the mark on the member's clock (hostClock false): the
+	// member's newest record of the Node; upperWhat names it.
+	upper     time.Time
+	upperWhat string
 }
 
 // fenceSource picks the one object the policy trusts for the mark: the
 // Machine unless the policy opts in to the Node.
 func fenceSource(src v1alpha1.ExternalFenceSource, node *corev1.Node, m *clusterv1.Machine, lostSince time.Time) markSource {
 	if src == v1alpha1.ExternalFenceSourceNode {
-		s := markSource{where: "the Node", sinceWhat: "the Node's Ready transition", since: NotReadySince(node)}
+		s := markSource{where: "the Node", sinceWhat: "the Node's Ready transition", since: NotReadySince(node),
+			upper: NewestMemberTime(node), upperWhat: "the member's newest record of the Node (its last write, " +
+				"Ready heartbeat or transition, on the member's clock)"}
 		if node != nil {
 			s.annotations = node.Annotations
 		}
@@ -393,11 +401,18 @@ func fenceSource(src v1alpha1.ExternalFenceSource, node *corev1.Node, m *cluster
 	return s
 }
 
-// fenceMark parses the fence mark key in annotations and says why it does
-// not count for a loss that began at since; "" when it does. now bounds the
-// mark only when it is on the same clock as since (sameClockAsNow).
-func fenceMark(key string, annotations map[string]string, since, now time.Time, sameClockAsNow bool) (time.Time, string) {
-	v, ok := annotations[key]
+// markSlack is how much later than the member's newest record of the Node
+// a Node mark may be dated: the agent's and the API server's clocks within
+// one cluster, and the API server's whole seconds.
+const markSlack = 2 * time.Second
+
+// fenceMark parses the fence mark key on src and says why it does not count
+// for the loss that began at src.since; "" when it does. The mark is
+// bounded on its own clock: by now on the host's, by src.upper (the
+// member's newest record of the Node) on the member's.
+func fenceMark(key string, src markSource, now time.Time) (time.Time, string) {
+	since := src.since
+	v, ok := src.annotations[key]
 	if !ok {
 		return time.Time{}, "no such annotation (a fencing agent sets it to the RFC 3339 time it fenced the node)"
 	}
@@ -411,8 +426,11 @@ func fenceMark(key string, annotations map[string]string, since, now time.Time, 
 	case at.Before(since):
 		return time.Time{}, fmt.Sprintf("fenced at %s, before the current loss began (%s): a mark from an earlier incident",
 			at.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
-	case sameClockAsNow && at.After(now):
+	case src.hostClock && at.After(now):
 		return time.Time{}, fmt.Sprintf("fenced at %s, which is in the future", at.UTC().Format(time.RFC3339))
+	case !src.hostClock && at.After(src.upper.Add(markSlack)):
+		return time.Time{}, fmt.Sprintf("fenced at %s, later than %s (%s): a mark dated in the future is ignored, "+
+			"it would count for every later loss", at.UTC().Format(time.RFC3339), src.upperWhat, src.upper.UTC().Format(time.RFC3339))
 	}
 	return at, ""
 }

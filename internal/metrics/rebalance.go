@@ -29,13 +29,13 @@ var (
 		Help:      "1 while the federation guard holds a managed ReplicaSchedulingPreference unchanged because too many members failed at once.",
 	}, []string{"namespace", "rsp"})
 
-	// RebalanceSuspended is 1 while the federation guard holds some RSP of
-	// a policy for the reason (TooManyMembersFailed, NoCapacityAnywhere), 0
-	// otherwise.
+	// RebalanceSuspended is 1 while a safety rule holds some RSP of a
+	// policy for the reason (TooManyMembersFailed, NoCapacityAnywhere,
+	// MemberFailureUnconfirmed), 0 otherwise.
 	RebalanceSuspended = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace,
 		Name:      "rebalance_suspended",
-		Help:      "1 while the federation guard holds a policy's ReplicaSchedulingPreferences as they are, by reason.",
+		Help:      "1 while a safety rule (federation guard, no capacity anywhere, a member failed to fedfailover alone) holds a policy's ReplicaSchedulingPreferences as they are, by reason.",
 	}, []string{"policy", "reason"})
 
 	// RebalanceFailbackBackoff is a member's failback backoff level for a

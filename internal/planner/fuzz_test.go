@@ -47,7 +47,8 @@ func fuzzInput(baseline, current, members uint64, total, currentTotal uint8, sin
 			continue // not a member
 		}
 		m := Member{State: fuzzStates[bits&3], Running: int64(bits >> 2 & 15), Fits: int64(bits >> 6 & 15),
-			KubefedReady: bits>>11&1 != 0, Backoff: int(bits >> 12 & 3), Failing: bits>>14&1 != 0}
+			KubefedReady: bits>>11&1 != 0, Backoff: int(bits >> 12 & 3), Failing: bits>>14&1 != 0,
+			Unconfirmed: bits>>15&1 != 0}
 		if bits>>10&1 != 0 {
 			m.RoomSince = now.Add(-time.Duration(sinceRoom>>(4*uint(i))&15) * 20 * time.Second)
 		}
@@ -79,8 +80,8 @@ func FuzzPlan(f *testing.F) {
 	// Rule 4: a target placement leaving out b, spilling allowed or not.
 	f.Add(uint64(0x4000_0000_0201_0001), uint64(0x0001_0001_0001_0001), uint64(0x0003_040d_0001_0402), uint8(9), uint8(0), uint16(0), uint16(0), false)
 	f.Add(uint64(0x6000_0000_0221_0025), uint64(0x0001_0001_0001_0001), uint64(0x0003_040d_0001_0402), uint8(9), uint8(0), uint16(0), uint16(0), false)
-	// The federation guard: a Failed (kubefed Ready), b failing and not
-	// Failed yet, each holding 3 of 6.
+	// Failed to fedfailover alone (kubefed Ready), b failing and not Failed
+	// yet, each holding 3 of 6: nothing moves.
 	f.Add(uint64(0x0000_8000_0001_0001), uint64(0x0000_8000_0001_0001), uint64(0x0003_0003_480c_080d), uint8(6), uint8(0), uint16(0), uint16(0), false)
 	f.Fuzz(func(t *testing.T, baseline, current, members uint64, total, currentTotal uint8, sinceLast, sinceRoom uint16, mbb bool) {
 		in := fuzzInput(baseline, current, members, total, currentTotal, sinceLast, sinceRoom, mbb)
@@ -129,8 +130,9 @@ func checkConverges(t testing.TB, in Input) {
 
 // checkInvariants holds for every plan: no negatives, min <= max, the
 // federation guard (members Failed, plus those failing once one is Failed)
-// changes nothing, a change gives failed members nothing
-// (members failed to fedfailover alone at most what they hold), the written
+// changes nothing, a change gives failed members nothing and takes nothing
+// from members failed to fedfailover alone (kubefed reports them Ready:
+// failing, never Failed), the written
 // preferences produce the reported placement, and a change never places
 // fewer than min(total, room).
 func checkInvariants(t testing.TB, in Input, got Result) {
@@ -143,9 +145,10 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 		}
 		names = append(names, n)
 		switch {
-		case m.State == Failed:
+		case m.State == Failed && !m.KubefedReady && !m.Unconfirmed:
 			failed++
-		case m.Failing:
+		case m.Failing, m.Unconfirmed, m.State == Failed:
+			// fedfailover alone sees it failed: failing, never Failed.
 			failing++
 		}
 	}
@@ -185,23 +188,29 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 	if !equalPlacement(placed, got.Placement) {
 		t.Fatalf("clusters place %v, result says %v", placed, got.Placement)
 	}
-	var roomSum, placedSum int64
+	userShare := distribute(int64(max(in.TotalReplicas, 0)), names, kubefed(in.Baseline))
+	var roomSum, placedSum, held int64
+	for _, n := range names {
+		held += current[n]
+	}
 	for _, n := range names {
 		m := in.Members[n]
 		if got.Placement[n] < 0 {
 			t.Fatalf("negative placement %v", got.Placement)
 		}
 		placedSum += got.Placement[n]
+		if m.Unconfirmed || (m.State == Failed && m.KubefedReady) {
+			// Failed to fedfailover alone: from the user's own placement,
+			// nothing is moved off it (its failure proves nothing).
+			if got.Changed && got.Placement[n] < current[n] && equalPlacement(current, userShare) && int64(in.TotalReplicas) == held &&
+				(in.CurrentTotalReplicas == 0 || in.CurrentTotalReplicas == in.TotalReplicas) {
+				t.Fatalf("member %s failed to fedfailover alone (kubefed Ready) lost replicas: %d -> %d: %+v", n, current[n], got.Placement[n], got)
+			}
+			continue
+		}
 		if m.State == Failed {
-			if !got.Changed {
-				continue
-			}
-			limit := int64(0)
-			if m.KubefedReady {
-				limit = current[n]
-			}
-			if got.Placement[n] > limit {
-				t.Fatalf("failed member %s (kubefed Ready %v) placed %d, at most %d", n, m.KubefedReady, got.Placement[n], limit)
+			if got.Changed && got.Placement[n] > 0 {
+				t.Fatalf("failed member %s placed %d", n, got.Placement[n])
 			}
 			continue
 		}

@@ -43,80 +43,40 @@ func (p *planning) maxFailed() int {
 }
 
 // runnable is how many replicas of a placement members can run: within
-// the room of members not failed, plus what members seen failed by
-// fedfailover alone hold (they may well run them; kubefed would keep them).
+// the room of members not failed.
 func (p *planning) runnable(placement map[string]int64) int64 {
 	var n int64
 	for _, name := range p.names {
-		switch {
-		case p.unconfirmedFailure(name):
-			n += min(placement[name], p.current[name])
-		case !p.failed(name):
+		if !p.failed(name) {
 			n += min(placement[name], p.room(name))
 		}
 	}
 	return n
 }
 
-// unconfirmedFailure: fedfailover sees the member failed, kubefed does not.
-func (p *planning) unconfirmedFailure(n string) bool {
-	return p.failed(n) && p.member(n).KubefedReady
-}
-
-// keepUnconfirmed leaves on members seen failed by fedfailover alone the
-// replicas that fit nowhere else (up to what each holds): moving them
-// would turn running replicas into Pending ones, which kubefed alone would
-// not do. It returns how many it kept.
-func (p *planning) keepUnconfirmed(ideal map[string]int64, left int64) int64 {
-	var kept int64
-	for _, n := range p.names {
-		if !p.unconfirmedFailure(n) || left-kept <= 0 {
+// unconfirmed reads a member Failed while kubefed reports it Ready as
+// Unconfirmed: fedfailover's own view alone is no proof of failure. Such a
+// member keeps what it holds (Unobserved: its room is unknown) and counts
+// as failing for the federation guard. The caller's map is not modified.
+func unconfirmed(members map[string]Member) map[string]Member {
+	var out map[string]Member
+	for n, m := range members {
+		if !m.Unconfirmed && (m.State != Failed || !m.KubefedReady) {
 			continue
 		}
-		give := min(p.current[n], left-kept)
-		ideal[n] += give
-		kept += give
-	}
-	return kept
-}
-
-// failureReason names a move off failed members: MemberUnreachable when
-// every failed member holding replicas is one only fedfailover sees failed.
-func (p *planning) failureReason() string {
-	for _, n := range p.names {
-		if p.failed(n) && p.current[n] > 0 && !p.member(n).KubefedReady {
-			return ReasonMemberFailed
+		if out == nil {
+			out = make(map[string]Member, len(members))
+			for k, v := range members {
+				out[k] = v
+			}
 		}
+		out[n] = Member{State: Healthy, KubefedReady: m.KubefedReady, Backoff: m.Backoff,
+			Unobserved: true, Failing: true, Unconfirmed: true}
 	}
-	return ReasonMemberUnreachable
-}
-
-// moveOffUnconfirmed is rule 1 when only fedfailover sees the failure:
-// make before break. The other members are raised to their share first
-// (totalReplicas grows with them) while the unconfirmed members keep what
-// they hold, as kubefed alone would; only once the raised replicas run do
-// the unconfirmed members give theirs up.
-func (p *planning) moveOffUnconfirmed() Result {
-	raised := clone(p.ideal)
-	var extra int64
-	for _, n := range p.names {
-		if p.unconfirmedFailure(n) && p.current[n] > raised[n] {
-			extra += p.current[n] - raised[n]
-			raised[n] = p.current[n]
-		}
+	if out == nil {
+		return members
 	}
-	switch {
-	case extra == 0:
-		return p.result(p.ideal, p.total, ReasonMemberUnreachable)
-	case !equalPlacement(raised, p.current):
-		return p.result(raised, p.total+extra, ReasonMemberUnreachable)
-	}
-	for _, n := range p.available() {
-		if p.member(n).Running < p.current[n] {
-			return p.keep(ReasonWaitingForReplicas, p.now.Add(p.minInterval))
-		}
-	}
-	return p.result(p.ideal, p.total, ReasonMemberUnreachable)
+	return out
 }
 
 // unobservedHold: a member fedfailover's own view says nothing about yet

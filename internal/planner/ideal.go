@@ -7,18 +7,28 @@ import "slices"
 func (p *planning) idealPlacement() (map[string]int64, int64) {
 	avail := p.available()
 	ideal := distribute(p.total, avail, func(n string) bounds {
-		return capAt(p.placeable(p.baseline, n), p.idealCap(n))
+		b := capAt(p.placeable(p.baseline, n), p.idealCap(n))
+		if p.member(n).Unobserved {
+			// Nothing known of it now (syncing, failing, or failed to
+			// fedfailover alone): it keeps what it holds.
+			b.min = max(b.min, b.max)
+		}
+		return b
 	})
 	ideal = fill(ideal, p.names)
 	left := p.total - sum(ideal)
 	left -= p.spill(ideal, left, p.filter(avail, p.stable))
 	left -= p.spill(ideal, left, avail)
-	left -= p.keepUnconfirmed(ideal, left)
 	left -= p.keepOverflow(ideal, left, avail)
 	p.spreadUnbounded(ideal, left, avail)
 	var withinRoom int64
 	for _, n := range avail {
-		withinRoom += min(ideal[n], p.room(n))
+		room := p.room(n)
+		if p.member(n).Unobserved {
+			// Room unknown, not none: what it holds is not beyond it.
+			room = max(room, p.current[n])
+		}
+		withinRoom += min(ideal[n], room)
 	}
 	return ideal, max(p.total-withinRoom, 0)
 }

@@ -36,10 +36,19 @@ type Member struct {
 	// RoomSince is since when the member has been Healthy with room; zero
 	// when it is not. Failback waits for it to be stabilizationWindow old.
 	RoomSince time.Time
-	// KubefedReady is kubefed's own health verdict of the member. A member
-	// Failed to fedfailover but Ready to kubefed may be alive: fedfailover
-	// alone cannot reach it, so its replicas leave only for room elsewhere.
+	// KubefedReady is kubefed's own health verdict of the member (its last
+	// one, current or not). A member fedfailover alone sees failing is never
+	// Failed while kubefed reports it Ready: the planner reads such a
+	// member as Unconfirmed, whatever State says.
 	KubefedReady bool
+	// Unconfirmed: fedfailover's own view (its connection, probes, reads)
+	// has failed for clusterFailedAfter, but kubefed does not confirm the
+	// failure (it reports the member Ready, or its report is stale). The
+	// member is not Failed: it keeps what it holds (Unobserved), and the
+	// federation guard counts it as failing (Failing). Nothing is moved off
+	// it until kubefed agrees: fedfailover's own view alone must never
+	// make things worse than kubefed alone.
+	Unconfirmed bool
 	// Backoff is the member's failback backoff level: its failback waits
 	// the stabilization window doubled Backoff times (capped).
 	Backoff int
@@ -104,8 +113,10 @@ const (
 	// no suspension (every RSP read NoCapacityAnywhere while the members'
 	// caches synced at startup).
 	ReasonMembersUnobserved = "MembersUnobserved"
-	// ReasonMemberUnreachable: replicas leave members that only fedfailover
-	// sees failed (kubefed reports them Ready), as far as room elsewhere goes.
+	// ReasonMemberUnreachable: replicas left members that only fedfailover
+	// saw failed (kubefed reported them Ready). No longer produced: such a
+	// member is Unconfirmed and keeps what it holds; the constant stays for
+	// the decisions older versions recorded.
 	ReasonMemberUnreachable = "MemberUnreachable"
 )
 
@@ -162,9 +173,6 @@ func Plan(in Input) Result {
 	}
 	switch {
 	case p.failedHoldsReplicas():
-		if reason := p.failureReason(); reason == ReasonMemberUnreachable {
-			return p.moveOffUnconfirmed()
-		}
 		return p.result(p.ideal, p.total, ReasonMemberFailed)
 	case p.now.Before(p.lastChange.Add(p.minInterval)):
 		if p.settled() {
@@ -203,6 +211,7 @@ type planning struct {
 }
 
 func newPlanning(in Input) *planning {
+	in.Members = unconfirmed(in.Members)
 	p := &planning{
 		in:          in,
 		total:       max(int64(in.TotalReplicas), 0),

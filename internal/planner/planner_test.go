@@ -59,6 +59,12 @@ func failing() Member {
 	return Member{State: Healthy, KubefedReady: true, Unobserved: true, Failing: true}
 }
 
+// unconfirmedMember is failed to fedfailover for clusterFailedAfter, kubefed
+// not agreeing: as the controller passes it.
+func unconfirmedMember() Member {
+	return Member{State: Healthy, KubefedReady: true, Unobserved: true, Failing: true, Unconfirmed: true}
+}
+
 func guardOff() v1alpha1.RebalanceSpec {
 	s := spec(false)
 	all := intstr.FromString("100%")
@@ -152,7 +158,12 @@ func TestPlan(t *testing.T) {
 		// (not more than half) and MemberUnreachable pinned both members.
 		{name: "one member failed, the other failing, not failed yet: the guard holds",
 			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
-				Members: map[string]Member{"a": unreachable(), "b": failing()}},
+				Members: map[string]Member{"a": failed(), "b": failing()}},
+			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3}, wantTotal: 6,
+			wantClusters: prefsMap{"a": w(1), "b": w(1)}},
+		{name: "one member failed, the other failed to fedfailover only: it counts as failing, the guard holds",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
+				Members: map[string]Member{"a": failed(), "b": unreachable()}},
 			wantReason: ReasonTooManyMembersFailed, wantPlacement: map[string]int64{"a": 3, "b": 3}, wantTotal: 6,
 			wantClusters: prefsMap{"a": w(1), "b": w(1)}},
 		{name: "one of three failed, one failing: more than half, guard holds",
@@ -167,7 +178,7 @@ func TestPlan(t *testing.T) {
 		{name: "members failing, none failed yet: no suspension, they keep what they hold",
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
 				Members: map[string]Member{"a": failing(), "b": failing(), "c": healthy(3, 20)}},
-			wantReason: ReasonInsufficientCapacity, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
+			wantReason: ReasonBalanced, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
 		{name: "every member unobserved (caches syncing): kept, and no suspension",
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9,
 				Members: map[string]Member{"a": unobserved(), "b": unobserved(), "c": unobserved()}},
@@ -180,26 +191,29 @@ func TestPlan(t *testing.T) {
 			in: Input{Baseline: equal3, Current: equal3, TotalReplicas: 9, Spec: guardOff(),
 				Members: map[string]Member{"a": failed(), "b": failed(), "c": failed()}},
 			wantReason: ReasonNoCapacityAnywhere, wantPlacement: map[string]int64{"a": 3, "b": 3, "c": 3}, wantTotal: 9, wantClusters: equal3},
-		{name: "member failed to fedfailover only, room elsewhere: the others are raised first",
+		// Item 8 of the safety review: fedfailover alone cannot reach a, kubefed
+		// reports it Ready. Before, its replicas moved (make before break).
+		// Now nothing moves until kubefed agrees.
+		{name: "member failed to fedfailover only, room elsewhere: nothing moves",
 			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
 				Members: map[string]Member{"a": unreachable(), "b": healthy(3, 10)}},
-			wantReason: ReasonMemberUnreachable, wantChanged: true, wantShifted: true,
-			wantPlacement: map[string]int64{"a": 3, "b": 6}, wantTotal: 9},
-		{name: "member failed to fedfailover only, raised replicas not all running: wait",
-			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": pin(3), "b": pin(6)}, TotalReplicas: 6,
-				CurrentTotalReplicas: 9, Members: map[string]Member{"a": unreachable(), "b": healthy(4, 8)}},
-			wantReason: ReasonWaitingForReplicas, wantShifted: true,
-			wantPlacement: map[string]int64{"a": 3, "b": 6}, wantTotal: 9},
-		{name: "member failed to fedfailover only, raised replicas run: then it gives its replicas up",
+			wantReason: ReasonBalanced, wantPlacement: map[string]int64{"a": 3, "b": 3}, wantTotal: 6,
+			wantClusters: prefsMap{"a": w(1), "b": w(1)}},
+		{name: "member unconfirmed (the controller's reading), room elsewhere: nothing moves",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
+				Members: map[string]Member{"a": unconfirmedMember(), "b": healthy(3, 10)}},
+			wantReason: ReasonBalanced, wantPlacement: map[string]int64{"a": 3, "b": 3}, wantTotal: 6,
+			wantClusters: prefsMap{"a": w(1), "b": w(1)}},
+		{name: "the same member once kubefed agrees: its replicas move",
+			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
+				Members: map[string]Member{"a": failed(), "b": healthy(3, 10)}},
+			wantReason: ReasonMemberFailed, wantChanged: true, wantShifted: true,
+			wantPlacement: map[string]int64{"a": 0, "b": 6}, wantTotal: 6},
+		{name: "left mid make-before-break by an older version, member still unconfirmed: back to the user's total, it keeps its own",
 			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": pin(3), "b": pin(6)}, TotalReplicas: 6,
 				CurrentTotalReplicas: 9, Members: map[string]Member{"a": unreachable(), "b": healthy(6, 8)}},
-			wantReason: ReasonMemberUnreachable, wantChanged: true, wantShifted: true,
-			wantPlacement: map[string]int64{"a": 0, "b": 6}, wantTotal: 6},
-		{name: "member failed to fedfailover only, one slot elsewhere: the rest stays",
-			in: Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, Current: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6,
-				Members: map[string]Member{"a": unreachable(), "b": healthy(3, 1)}},
-			wantReason: ReasonMemberUnreachable, wantChanged: true, wantShifted: true,
-			wantPlacement: map[string]int64{"a": 3, "b": 4}, wantTotal: 7},
+			wantReason: ReasonFailbackBreak, wantChanged: true,
+			wantPlacement: map[string]int64{"a": 3, "b": 3}, wantTotal: 6},
 		{name: "exhausted member capped at running plus fits, rest by weight",
 			in: Input{Baseline: prefsMap{"a": w(2), "b": w(1)}, Current: prefsMap{"a": w(2), "b": w(1)}, TotalReplicas: 9,
 				Members: map[string]Member{"a": exhausted(4, 0), "b": healthy(3, 10)}},

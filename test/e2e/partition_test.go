@@ -62,86 +62,109 @@ func runningNeverBelow(t *testing.T, mgr *isolatedManager, ns, name string, want
 	})
 }
 
-// guardShown reports whether the policy's status says the federation guard
-// holds the RSP: a RebalanceSuspended condition True with reason
-// TooManyMembersFailed, or the reason in the Rebalancing condition or in
-// the RSP's entry of status.rebalances.
-func guardShown(p *v1alpha1.FailoverPolicy, ns, name string) bool {
-	if c := meta.FindStatusCondition(p.Status.Conditions, "RebalanceSuspended"); c != nil &&
-		c.Status == metav1.ConditionTrue && c.Reason == planner.ReasonTooManyMembersFailed {
-		return true
-	}
-	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionRebalancing); c != nil &&
-		(c.Reason == planner.ReasonTooManyMembersFailed || strings.Contains(c.Message, planner.ReasonTooManyMembersFailed)) {
+// heldShown reports whether the policy's status says a safety rule holds
+// the RSP for reason: a RebalanceSuspended condition True with that reason
+// naming the RSP, or the reason in the RSP's entry of status.rebalances.
+func heldShown(p *v1alpha1.FailoverPolicy, ns, name, reason string) bool {
+	if c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionRebalanceSuspended); c != nil &&
+		c.Status == metav1.ConditionTrue && c.Reason == reason && strings.Contains(c.Message, ns+"/"+name) {
 		return true
 	}
 	return slices.ContainsFunc(p.Status.Rebalances, func(s v1alpha1.RebalanceStatus) bool {
-		return s.Namespace == ns && s.Name == name && s.Reason == planner.ReasonTooManyMembersFailed
+		return s.Namespace == ns && s.Name == name && s.Reason == reason
 	})
+}
+
+// userWeights: the RSP as the user wrote it, 1/1 over 6 replicas.
+func userWeights(ctx context.Context, ns, name string, total int32) (bool, string) {
+	r, err := getRSP(ctx, ns, name)
+	if err != nil {
+		return false, err.Error()
+	}
+	return hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1}), rspString(r)
 }
 
 // Only fedfailover loses both members; kubefed keeps seeing them Ready.
 // Before the federation guard this pinned every member to maxReplicas 0 and
-// the workload went from 6 to 0 Running replicas. Now nothing may move: the
-// Running replicas never drop, the RSP stays the user's, and the policy
-// says why.
+// the workload went from 6 to 0 Running replicas. Now nothing may move
+// (safety rule 3: neither member is failed while kubefed reports it
+// Ready): the Running replicas never drop, the RSP stays the user's at
+// every second, and the policy says why.
 func TestPartitionBothMembersFromFedfailoverOnly(t *testing.T) {
 	const ns, name, total = "partition-both", "web", 6
 	mgr, pol := partitionSetup(t, ns)
 	cut := time.Now()
 	mgr.cut("member1")
 	mgr.cut("member2")
-	var guardAt time.Duration
+	var shownAt time.Duration
+	var moved string
 	runningNeverBelow(t, mgr, ns, name, total, func(ctx context.Context) {
-		if guardAt > 0 {
+		if ok, rsp := userWeights(ctx, ns, name, total); !ok && moved == "" {
+			moved = fmt.Sprintf("%.1fs after the cut: %s", time.Since(cut).Seconds(), rsp)
+		}
+		if shownAt > 0 {
 			return
 		}
-		if p, err := getPolicy(ctx, pol); err == nil && guardShown(p, ns, name) {
-			guardAt = time.Since(cut)
+		if p, err := getPolicy(ctx, pol); err == nil && heldShown(p, ns, name, v1alpha1.ReasonMemberFailureUnconfirmed) {
+			shownAt = time.Since(cut)
 		}
 	})
-	if guardAt == 0 {
+	if moved != "" {
+		t.Errorf("the RSP left the user's weights 1/1: %s", moved)
+	}
+	if shownAt == 0 {
 		p, err := getPolicy(t.Context(), pol)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Fatalf("the guard never showed in the policy status within %s: conditions %+v, rebalances %+v",
-			partitionWindow, p.Status.Conditions, p.Status.Rebalances)
+		t.Fatalf("the policy status never said %s within %s: conditions %+v, rebalances %+v",
+			v1alpha1.ReasonMemberFailureUnconfirmed, partitionWindow, p.Status.Conditions, p.Status.Rebalances)
 	}
-	t.Logf("guard shown %.1fs after the cut", guardAt.Seconds())
-	r, err := getRSP(t.Context(), ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1}) {
-		t.Errorf("RSP %s, want the user's weights 1/1 untouched", rspString(r))
-	}
+	t.Logf("%s shown %.1fs after the cut", v1alpha1.ReasonMemberFailureUnconfirmed, shownAt.Seconds())
 }
 
-// Only fedfailover loses member2; kubefed still reaches it. fedfailover may
-// move replicas off it only as far as member1 runs them: no replica is lost
-// at any second.
+// Only fedfailover loses member2; kubefed still reaches it and reports it
+// Ready. fedfailover moves nothing (safety rule 3, no false failover): the
+// RSP keeps the user's weights at every second of the window, no replica
+// is lost, no decision shifts the RSP, and the policy's RebalanceSuspended
+// condition says member2's failure is unconfirmed. Before, member2's
+// replicas were moved to member1 (make before break) clusterFailedAfter
+// after the cut.
 func TestPartitionOneMemberFromFedfailoverOnly(t *testing.T) {
 	const ns, name, total = "partition-one", "web", 6
 	mgr, pol := partitionSetup(t, ns)
+	cut := time.Now()
 	mgr.cut("member2")
-	var placements []string
-	last := ""
+	var shownAt time.Duration
+	var moved string
 	runningNeverBelow(t, mgr, ns, name, total, func(ctx context.Context) {
-		if r, err := getRSP(ctx, ns, name); err == nil && rspString(r) != last {
-			last = rspString(r)
-			placements = append(placements, last)
+		if ok, rsp := userWeights(ctx, ns, name, total); !ok && moved == "" {
+			moved = fmt.Sprintf("%.1fs after the cut: %s", time.Since(cut).Seconds(), rsp)
+		}
+		if shownAt > 0 {
+			return
+		}
+		if p, err := getPolicy(ctx, pol); err == nil && heldShown(p, ns, name, v1alpha1.ReasonMemberFailureUnconfirmed) {
+			shownAt = time.Since(cut)
 		}
 	})
-	t.Logf("RSP during the partition: %v", placements)
-	// A move off member2 must say that only fedfailover sees it failed.
+	if moved != "" {
+		t.Errorf("the RSP left the user's weights 1/1 for a member kubefed reports Ready: %s", moved)
+	}
 	p, err := getPolicy(t.Context(), pol)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if shownAt == 0 {
+		t.Errorf("the policy status never said %s within %s: conditions %+v",
+			v1alpha1.ReasonMemberFailureUnconfirmed, partitionWindow, p.Status.Conditions)
+	} else {
+		t.Logf("%s shown %.1fs after the cut", v1alpha1.ReasonMemberFailureUnconfirmed, shownAt.Seconds())
+	}
 	for _, d := range p.Status.RecentDecisions {
-		if d.Object == "ReplicaSchedulingPreference/"+ns+"/"+name && d.Reason == planner.ReasonMemberFailed {
-			t.Errorf("decision %+v: reason MemberFailed for a member kubefed reports Ready, want %s", d, planner.ReasonMemberUnreachable)
+		if d.Object == "ReplicaSchedulingPreference/"+ns+"/"+name && (d.Reason == planner.ReasonMemberFailed ||
+			d.Reason == planner.ReasonMemberUnreachable || d.Action == "ShiftedWeights") {
+			t.Errorf("decision %+v: the RSP was shifted for a member kubefed reports Ready", d)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,37 +136,67 @@ func rel(path string) string {
 
 const runbookURL = "https://github.com/fedfailover/fedfailover/blob/main/docs/runbook.md#"
 
-// TestAlertsLinkToTheirRunbookSection: each alert's runbook_url is its own
-// section of docs/runbook.md.
-func TestAlertsLinkToTheirRunbookSection(t *testing.T) {
+// alertRule is what the docs tests read of an alerting rule.
+type alertRule struct {
+	Alert       string            `json:"alert"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// alertRules are the rules of config/prometheus/alerts.yaml, in order.
+func alertRules(t *testing.T) []alertRule {
+	t.Helper()
 	var rules struct {
 		Groups []struct {
-			Rules []struct {
-				Alert       string            `json:"alert"`
-				Annotations map[string]string `json:"annotations"`
-			} `json:"rules"`
+			Rules []alertRule `json:"rules"`
 		} `json:"groups"`
 	}
 	if err := yaml.Unmarshal([]byte(read(t, filepath.Join(repoRoot, "config", "prometheus", "alerts.yaml"))), &rules); err != nil {
 		t.Fatal(err)
 	}
-	sections := anchors(read(t, "runbook.md"))
-	n := 0
+	var out []alertRule
 	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			n++
-			url := r.Annotations["runbook_url"]
-			want := runbookURL + strings.ToLower(r.Alert)
-			if url != want {
-				t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, url, want)
-			}
-			if !sections[strings.ToLower(r.Alert)] {
-				t.Errorf("alert %s: docs/runbook.md has no section ### %s", r.Alert, r.Alert)
-			}
+		out = append(out, g.Rules...)
+	}
+	if len(out) == 0 {
+		t.Fatal("no alerts found")
+	}
+	return out
+}
+
+// TestAlertsLinkToTheirRunbookSection: each alert's runbook_url is its own
+// section of docs/runbook.md.
+func TestAlertsLinkToTheirRunbookSection(t *testing.T) {
+	sections := anchors(read(t, "runbook.md"))
+	for _, r := range alertRules(t) {
+		url := r.Annotations["runbook_url"]
+		want := runbookURL + strings.ToLower(r.Alert)
+		if url != want {
+			t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, url, want)
+		}
+		if !sections[strings.ToLower(r.Alert)] {
+			t.Errorf("alert %s: docs/runbook.md has no section ### %s", r.Alert, r.Alert)
 		}
 	}
-	if n == 0 {
-		t.Fatal("no alerts found")
+}
+
+// alertRow is a row of the alert table of install.md: | `Name` | fires when | severity |
+var alertRow = regexp.MustCompile("(?m)^ *\\| `(Fedfailover[A-Za-z]+)` \\|[^|]*\\| *([a-z]+) *\\|$")
+
+// TestInstallDocListsEveryAlert: the alert table of docs/install.md has a
+// row for each alert of alerts.yaml, with its severity, in the same order,
+// and no other.
+func TestInstallDocListsEveryAlert(t *testing.T) {
+	var want, have []string
+	for _, r := range alertRules(t) {
+		want = append(want, r.Alert+" "+r.Labels["severity"])
+	}
+	for _, m := range alertRow.FindAllStringSubmatch(read(t, "install.md"), -1) {
+		have = append(have, m[1]+" "+m[2])
+	}
+	if !slices.Equal(have, want) {
+		t.Errorf("the alert table of docs/install.md (alert severity):\n  %s\nalerts.yaml:\n  %s",
+			strings.Join(have, "\n  "), strings.Join(want, "\n  "))
 	}
 }
 

@@ -84,9 +84,16 @@ spec:
     fedfailover would do to ReplicaSchedulingPreferences if a member failed
     or filled up (plan). It reads only the host cluster and writes nothing.
   caveats: |
-    The plugin reads the kubefed host cluster; you need get/list/watch on
-    failoverpolicies, kubefedclusters, replicaschedulingpreferences and
-    machines there.
+    The plugin only reads the kubefed host cluster. It needs get, list and
+    watch there on failoverpolicies.failover.fedfailover.io,
+    noderecoveries.failover.fedfailover.io,
+    recoveryguards.failover.fedfailover.io,
+    rebalancerecords.failover.fedfailover.io,
+    kubefedclusters.core.kubefed.io,
+    replicaschedulingpreferences.scheduling.kubefed.io,
+    clusters.cluster.x-k8s.io, machines.cluster.x-k8s.io and namespaces:
+    exactly what fedfailover's ClusterRole fedfailover-viewer grants
+    (installed with fedfailover and aggregated into the view ClusterRole).
 
     Shell completion (kubectl 1.26 or newer): krew links only
     kubectl-failover into its bin directory. Link the completion helper

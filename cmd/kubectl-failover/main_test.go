@@ -32,10 +32,11 @@ import (
 )
 
 // host is one envtest API server with fedfailover's, kubefed's and Cluster
-// API's CRDs, and kubeconfigs for an admin and for a user without RBAC.
+// API's CRDs, and kubeconfigs for an admin, for a user without RBAC and
+// for one the viewer ClusterRole is bound to (by testViewer).
 type host struct {
-	admin, nobody string // kubeconfig paths
-	c             client.Client
+	admin, nobody, viewer string // kubeconfig paths
+	c                     client.Client
 }
 
 func startHost(t *testing.T) *host {
@@ -69,6 +70,7 @@ func startHost(t *testing.T) *host {
 	}
 	h.admin = writeKubeconfig(t, env, "admin", "system:masters")
 	h.nobody = writeKubeconfig(t, env, "nobody")
+	h.viewer = writeKubeconfig(t, env, viewerUser)
 	return h
 }
 
@@ -191,6 +193,7 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	t.Run("kubectl get records", func(t *testing.T) { testKubectlGet(t, h) })
 	t.Run("krew release and completion through kubectl", func(t *testing.T) { testKrewRelease(t, h) })
 	t.Run("docs", func(t *testing.T) { testDocs(t, h) })
+	t.Run("viewer role", func(t *testing.T) { testViewer(t, h) })
 	t.Run("CRDs missing", func(t *testing.T) { testCRDsMissing(t, h) })
 }
 
@@ -465,14 +468,12 @@ func create(t *testing.T, c client.Client, o client.Object) {
 // the seeded host. A line ending in "# fails: TEXT" must fail with TEXT;
 // --watch lines run for two seconds.
 func testDocs(t *testing.T, h *host) {
-	root, err := paths.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "cli.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	runDocCommands(t, h.admin)
+}
+
+// runDocCommands runs the docs/cli.md commands with a kubeconfig.
+func runDocCommands(t *testing.T, kubeconfig string) {
+	doc := readRepoFile(t, "docs/cli.md")
 	n := 0
 	for _, line := range strings.Split(string(doc), "\n") {
 		cmdline, ok := strings.CutPrefix(strings.TrimSpace(line), "$ kubectl failover ")
@@ -481,7 +482,7 @@ func testDocs(t *testing.T, h *host) {
 		}
 		n++
 		cmdline, fails, _ := strings.Cut(cmdline, "# fails: ")
-		args := append(strings.Fields(cmdline), "--kubeconfig="+h.admin)
+		args := append(strings.Fields(cmdline), "--kubeconfig="+kubeconfig)
 		t.Run(strings.TrimSpace(cmdline), func(t *testing.T) { runDocCommand(t, args, strings.TrimSpace(fails)) })
 	}
 	if n < 8 {

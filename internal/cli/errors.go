@@ -33,6 +33,14 @@ var (
 	resNamespaces = resource{"namespaces", ""}
 )
 
+// HostResources are all the resources the CLI reads from the host cluster,
+// as resource.group: the viewer ClusterRole (config/rbac/viewer_role.yaml,
+// the chart's rbac.viewer) grants get, list and watch on exactly these.
+func HostResources() []string {
+	return []string{resFailoverPolicies.Name, resNodeRecoveries.Name, resRecoveryGuards.Name, resRebalanceRecords.Name,
+		resKubeFedClusters.Name, resRSPs.Name, resClusters.Name, resMachines.Name, resNamespaces.Name}
+}
+
 // ErrCRDMissing is wrapped by errors about a CRD that is not installed.
 var ErrCRDMissing = errors.New("CRD not installed in the host cluster")
 

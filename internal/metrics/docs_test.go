@@ -89,3 +89,29 @@ func TestInstallDocListsEveryMetric(t *testing.T) {
 		t.Fatalf("found %d metric rows in %s: is the table still there?", len(rows), installDoc)
 	}
 }
+
+// TestNoTargetLabels: the chart's ServiceMonitor scrapes with honorLabels,
+// so a label of the manager's own would replace the one Prometheus gives
+// the target. Only namespace may do that (the RSP's, on purpose).
+func TestNoTargetLabels(t *testing.T) {
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		crmetrics.Registry.(prometheus.Collector).Describe(ch)
+		close(ch)
+	}()
+	n := 0
+	for d := range ch {
+		n++
+		for _, l := range descLabels.FindAllStringSubmatch(d.String(), -1) {
+			for _, kv := range strings.Split(l[2], ",") {
+				name, _, _ := strings.Cut(kv, "=")
+				if slices.Contains([]string{"job", "instance", "pod", "service", "endpoint", "container"}, name) {
+					t.Errorf("%s has the label %q, which would replace the target's", d, name)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d metric families described", n)
+	}
+}

@@ -183,9 +183,10 @@ test-e2e: $(LAB_TOOLS) ## End-to-end tests on the local federation (E2E_RUN=rege
 CHART_MONITORING := --set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true \
 	--set metrics.grafanaDashboard.enabled=true
 # Every other installation option: Machine deletion, the metrics certificate
-# from cert-manager, http:// members.
+# from cert-manager, http:// members, the NetworkPolicy.
 CHART_OPTIONS := --set nodeRecovery.machineDeletion.enabled=true --set metrics.tls.certManager.enabled=true \
-	--set members.allowInsecureEndpoints=true
+	--set members.allowInsecureEndpoints=true --set networkPolicy.enabled=true \
+	--set 'networkPolicy.apiServer.cidrs={10.96.0.1/32}' --set 'networkPolicy.members.cidrs={0.0.0.0/0}'
 
 .PHONY: chart-check
 chart-check: $(BIN)/helm $(BIN)/kubectl ## Lint and render the Helm chart (also with its monitoring objects and options) and config/default; test what each option renders; fail when the chart drifts from its sources.

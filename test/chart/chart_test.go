@@ -48,6 +48,7 @@ var everyOption = []string{
 	"nodeRecovery.machineDeletion.enabled=true", "members.allowInsecureEndpoints=true",
 	"metrics.serviceMonitor.enabled=true", "metrics.tls.certManager.enabled=true",
 	"metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true",
+	"networkPolicy.enabled=true", "networkPolicy.apiServer.cidrs={10.96.0.10/32}", "networkPolicy.members.cidrs={0.0.0.0/0}",
 }
 
 func TestServiceMonitorVerifiesTheManagerCertificate(t *testing.T) {

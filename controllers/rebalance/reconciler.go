@@ -130,7 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if sel.Governing == nil {
-		return r.release(ctx, rsp)
+		return ctrl.Result{}, r.release(ctx, rsp)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", sel.Governing.Name))
 	if sel.Governing.Spec.Paused {

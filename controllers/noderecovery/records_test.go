@@ -315,3 +315,22 @@ func (w *recoveryWorld) seedRecord(t *testing.T, phase v1alpha1.RecoveryPhase, m
 		t.Fatal(err)
 	}
 }
+
+// An active record an older version made carries an owner reference to its
+// policy: the next pass drops it, so no garbage collection (a foreground
+// deletion of the policy) can take the proof that a taint is fedfailover's.
+func TestActiveRecordIsReleasedFromItsOwners(t *testing.T) {
+	w := newRecoveryWorld(t, methodPolicy(v1alpha1.RecoveryMethodOutOfServiceTaint), false, deletedMachine(),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true), boundClaim("data-db-0", "pv-db-0"))
+	w.seedRecord(t, v1alpha1.RecoveryPhaseRecovering, v1alpha1.RecoveryMethodOutOfServiceTaint, true)
+	rec := w.record("n1")
+	base := rec.DeepCopy()
+	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "FailoverPolicy", Name: "p", UID: "uid-p"}}
+	if err := w.host.Patch(context.Background(), rec, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	w.pass()
+	if got := w.record("n1"); got == nil || len(got.OwnerReferences) != 0 {
+		t.Fatalf("record %+v after a pass, want it active and without owner references", got)
+	}
+}

@@ -113,6 +113,11 @@ const (
 	// ReasonFailingBack: shifted, but every member is healthy again: the
 	// placement is returning to the baseline.
 	ReasonFailingBack = "FailingBack"
+	// ReasonReleasing: no policy manages an RSP the policy shifted any
+	// more (rebalancing turned off, the policy deleted, or its selector no
+	// longer matching): its baseline is being given back, stepwise, where
+	// kubefed alone would put replicas now.
+	ReasonReleasing = "Releasing"
 	// ReasonAtBaseline: every managed RSP is at its baseline (False).
 	ReasonAtBaseline = "AtBaseline"
 	// ReasonStateMissing (a status.rebalances entry of a held RSP, and the

@@ -41,10 +41,38 @@ type RebalanceRecordSpec struct {
 	// no pin of fedfailover's.
 	// +optional
 	Released bool `json:"released,omitempty"`
+	// Release is set while the RSP is being given back: no policy manages
+	// it any more, and its baseline is restored only where kubefed alone
+	// would put replicas now, stepwise. Released (and this field cleared)
+	// once the RSP is the baseline; cleared as well when a policy takes
+	// the RSP over again.
+	// +optional
+	Release *RebalanceRelease `json:"release,omitempty"`
 	// Migrated is true for a record seeded from the RSP's
 	// failover.fedfailover.io/rebalance annotation of an older fedfailover.
 	// +optional
 	Migrated bool `json:"migrated,omitempty"`
+}
+
+// RebalanceRelease is a release in progress. It carries what the release
+// needs once the policy that started it is gone.
+type RebalanceRelease struct {
+	// Since is when the release started (the host's clock).
+	Since metav1.Time `json:"since"`
+	// MaxStep is the most replicas moved back per step: the releasing
+	// policy's failback.maxStep.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxStep int32 `json:"maxStep"`
+	// Steps counts the steps written so far.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Steps int32 `json:"steps,omitempty"`
+	// Waiting says what the release waits for now (for people and the
+	// CLI).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // RebalancePlacement is the part of an RSP spec fedfailover writes.
@@ -103,6 +131,7 @@ type RebalanceMemberTimers struct {
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.spec.baseline.totalReplicas`
 // +kubebuilder:printcolumn:name="Changed",type=date,JSONPath=`.spec.lastChange`
 // +kubebuilder:printcolumn:name="Released",type=boolean,JSONPath=`.spec.released`
+// +kubebuilder:printcolumn:name="Releasing",type=string,JSONPath=`.spec.release.waiting`,priority=1
 // +kubebuilder:printcolumn:name="Migrated",type=boolean,JSONPath=`.spec.migrated`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RebalanceRecord struct {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
-	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
@@ -95,65 +94,6 @@ func (r *Reconciler) sawFailback(mem *memory, m *contract.RebalanceState, member
 		t.LastFailback = m.Members[n].LastFailback
 		mem.seen[n] = t
 	}
-}
-
-// release gives the RSP back to the user: the baseline (or the user's own
-// later edit), its record marked released (kept: it says the spec carries
-// no pin of fedfailover's), and no legacy annotation. Without a record or
-// an annotation of its own there is nothing fedfailover could restore
-// from, and nothing is written.
-func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) error {
-	key := client.ObjectKeyFromObject(rsp)
-	r.forget(key)
-	metrics.DeleteRSP(rsp.Namespace, rsp.Name)
-	rec, err := r.getRecord(ctx, key, nil)
-	if err != nil {
-		return err
-	}
-	st := stored{}
-	var m *contract.RebalanceState
-	if rec != nil && !rec.Spec.Released && (rec.Spec.RSPUID == "" || rec.Spec.RSPUID == string(rsp.UID)) {
-		st.rec, m = rec, contract.StateFromRecord(&rec.Spec)
-	} else if _, ok := rsp.Annotations[contract.AnnotationRebalance]; ok {
-		if m, err = legacyHint(rsp); err != nil {
-			return r.dropState(ctx, rsp, err)
-		}
-		st.migrated = true
-	}
-	if m == nil {
-		return nil
-	}
-	target, live := m.Baseline, specPlacement(rsp)
-	if m.Applied == nil || !m.Applied.Equal(live) {
-		target = live
-	}
-	if !target.Equal(live) {
-		if err := r.applyRSP(ctx, rsp, target); err != nil {
-			return err
-		}
-	}
-	if st.rec != nil {
-		done := st.rec.DeepCopy()
-		done.Spec.Released, done.Spec.Policy, done.Spec.Members = true, "", nil
-		applied := contract.StateFromRecord(&done.Spec)
-		applied.Applied = &target
-		done.Spec.Applied = applied.RecordSpec().Applied
-		if err := r.host.Update(ctx, done, client.FieldOwner(FieldOwner)); err != nil {
-			if apierrors.IsConflict(err) {
-				return errStale
-			}
-			return fmt.Errorf("marking RebalanceRecord %s released: %w", key, client.IgnoreNotFound(err))
-		}
-	}
-	if err := r.dropLegacyAnnotation(ctx, rsp, true); err != nil {
-		return err
-	}
-	if !target.Equal(live) {
-		msg := "no policy manages it any more: baseline restored"
-		ctrl.LoggerFrom(ctx).Info(msg)
-		r.recorder.Eventf(rsp, nil, corev1.EventTypeNormal, ReasonBaselineRestored, ActionRelease, msg)
-	}
-	return nil
 }
 
 // dropState removes an unusable legacy rebalance annotation from an RSP no

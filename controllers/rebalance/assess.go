@@ -33,6 +33,12 @@ type observation struct {
 	// timestamp is on the member's clock (capacityExhaustedAfter counts
 	// from fedfailover's first sighting, MemberTimers.UnschedulableSince).
 	Unschedulable bool
+	// Assigned is the member workload's replicas (what kubefed gave it),
+	// -1 when the member has none; AssignedObserved: its controller has
+	// seen them. A release breaks only once kubefed gave every member what
+	// the RSP now assigns it (planner.ReleaseInput).
+	Assigned         int64
+	AssignedObserved bool
 }
 
 // assessment is a member's planner input, its updated marks, and when the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -19,10 +20,15 @@ import (
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/finalizers,verbs=update
 
-// finalizer keeps a policy with rebalancing on from going before the RSPs
-// it shifted have their baselines back (contract.FinalizerRebalance): a
-// deleted or disabled policy must not leave a failover placement behind
-// while no one manages it.
+// finalizer keeps a policy with rebalancing on from going before each RSP
+// it shifted has its release handed over to the RSP's RebalanceRecord
+// (contract.FinalizerRebalance): the record then says a release is on, with
+// the policy's maxStep, and the rebalance controller takes the RSP back to
+// its baseline from it, stepwise and only where kubefed alone would put
+// replicas now (release.go), however long a member stays down. The
+// finalizer does not wait for that: a policy that could not be deleted
+// while a member is down would block whoever deletes it (GitOps pruning,
+// an uninstall).
 type finalizer struct{ r *Reconciler }
 
 func (f *finalizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -31,21 +37,31 @@ func (f *finalizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if policy.Enabled(pol, policy.Rebalance) {
-		return ctrl.Result{}, f.setFinalizer(ctx, pol, true)
+		return f.done(f.setFinalizer(ctx, pol, true))
 	}
 	if !controllerutil.ContainsFinalizer(pol, contract.FinalizerRebalance) {
 		return ctrl.Result{}, nil
 	}
-	if pending, err := f.restoreAll(ctx, pol.Name); err != nil || pending {
+	if pending, err := f.handOverAll(ctx, pol); err != nil || pending {
 		return ctrl.Result{RequeueAfter: time.Second}, err
 	}
-	return ctrl.Result{}, f.setFinalizer(ctx, pol, false)
+	return f.done(f.setFinalizer(ctx, pol, false))
 }
 
-// restoreAll releases every RSP still recorded as managed by the policy
-// that no other policy takes over. pending: one changed meanwhile, look
-// again.
-func (f *finalizer) restoreAll(ctx context.Context, name string) (pending bool, err error) {
+// done ends a pass: a conflict is a newer policy, whose own event brings
+// the next pass (not an error to log).
+func (f *finalizer) done(err error) (ctrl.Result, error) {
+	if errors.Is(err, errStale) {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// handOverAll starts the release of every RSP still recorded as managed by
+// the policy that no other policy takes over: its record says a release is
+// on (releaseParams). Only the record is written here; the RSP is written
+// by its own passes alone. pending: a record changed meanwhile, look again.
+func (f *finalizer) handOverAll(ctx context.Context, pol *v1alpha1.FailoverPolicy) (pending bool, err error) {
 	var list fedschedv1a1.ReplicaSchedulingPreferenceList
 	if err := f.r.host.List(ctx, &list); err != nil {
 		return false, fmt.Errorf("listing ReplicaSchedulingPreferences: %w", err)
@@ -56,7 +72,7 @@ func (f *finalizer) restoreAll(ctx context.Context, name string) (pending bool, 
 		if err != nil {
 			return false, err
 		}
-		if owner != name {
+		if owner != pol.Name {
 			continue
 		}
 		sel, err := f.r.policyFor(ctx, rsp)
@@ -66,16 +82,33 @@ func (f *finalizer) restoreAll(ctx context.Context, name string) (pending bool, 
 		if sel.Governing != nil || sel.Held != nil {
 			continue // another policy manages it now, from the same baseline
 		}
-		rctx := ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("ReplicaSchedulingPreference", client.ObjectKeyFromObject(rsp)))
-		if err := f.r.release(rctx, rsp); err != nil {
-			if errors.Is(err, errStale) {
-				pending = true
-				continue
-			}
+		switch err := f.handOver(ctx, rsp, pol); {
+		case errors.Is(err, errStale):
+			pending = true
+		case err != nil:
 			return false, err
 		}
 	}
 	return pending, nil
+}
+
+// handOver marks the RSP's record as being released, unless it already
+// is. An RSP with only a legacy annotation is handed over by its own pass.
+func (f *finalizer) handOver(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, pol *v1alpha1.FailoverPolicy) error {
+	rec, err := f.r.getRecord(ctx, client.ObjectKeyFromObject(rsp), nil)
+	if err != nil || rec == nil || rec.Spec.Released || rec.Spec.Release != nil || (rec.Spec.RSPUID != "" && rec.Spec.RSPUID != string(rsp.UID)) {
+		return err
+	}
+	rec = rec.DeepCopy()
+	rec.Spec.Release = releaseParams(pol, f.r.now())
+	if err := f.r.host.Update(ctx, rec, client.FieldOwner(FieldOwner)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return errStale
+		}
+		return fmt.Errorf("handing the release of %s/%s over to its RebalanceRecord: %w", rsp.Namespace, rsp.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Release handed over to the RebalanceRecord", "ReplicaSchedulingPreference", client.ObjectKeyFromObject(rsp))
+	return nil
 }
 
 // setFinalizer adds or removes the finalizer, with an optimistic lock: other
@@ -91,8 +124,12 @@ func (f *finalizer) setFinalizer(ctx context.Context, pol *v1alpha1.FailoverPoli
 	if !changed {
 		return nil
 	}
-	if err := f.r.host.Patch(ctx, pol, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("updating finalizers of FailoverPolicy %s: %w", pol.Name, client.IgnoreNotFound(err))
+	err := f.r.host.Patch(ctx, pol, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return errStale // a newer policy: its own event queues the next pass
 	}
-	return nil
+	return fmt.Errorf("updating finalizers of FailoverPolicy %s: %w", pol.Name, err)
 }

@@ -72,9 +72,19 @@ func rebalancing(name string, mutate func(*v1alpha1.FailoverPolicy)) *v1alpha1.F
 	return pol
 }
 
-// Rule 6: a policy with rebalancing on gets the finalizer; a policy deleted
-// mid-failover gives each shifted RSP its baseline back (and removes
-// fedfailover's annotation) before it goes, leaving other finalizers.
+// wantHandedOver fails unless the RSP's record says its release is on,
+// with the policy's maxStep: the finalizer's part.
+func wantHandedOver(t *testing.T, c client.Client, key types.NamespacedName, maxStep int32) {
+	t.Helper()
+	if rel := recordOf(t, c, key).Spec.Release; rel == nil || rel.MaxStep != maxStep {
+		t.Fatalf("record's release %+v, want it on with maxStep %d", rel, maxStep)
+	}
+}
+
+// Rule 7: a policy with rebalancing on gets the finalizer; a policy deleted
+// mid-failover hands the release of each shifted RSP over to its record
+// and goes, leaving other finalizers; the RSP's next pass gives its
+// baseline back (no members to wait for here).
 func TestDeletedPolicyRestoresBaselines(t *testing.T) {
 	pol := rebalancing("fin-delete", func(p *v1alpha1.FailoverPolicy) { p.Finalizers = []string{"other.example/keep"} })
 	r, c, _, ns := onHost(t, pol)
@@ -87,13 +97,16 @@ func TestDeletedPolicyRestoresBaselines(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileFinalizer(t, r, pol.Name)
-	wantReleased(t, c, key, baseline)
+	wantHandedOver(t, c, key, pol.Spec.Rebalance.Failback.MaxStep)
 	if hasFinalizer(t, c, pol.Name, contract.FinalizerRebalance) || !hasFinalizer(t, c, pol.Name, "other.example/keep") {
 		t.Error("want fedfailover's finalizer removed and the other one kept")
 	}
+	passAt(t, r, key, t0)
+	wantReleased(t, c, key, baseline)
 }
 
-// Rule 6: rebalancing turned off mid-failover: baselines back, finalizer gone.
+// Rule 7: rebalancing turned off mid-failover: release handed over,
+// finalizer gone, baselines back.
 func TestDisabledPolicyRestoresBaselines(t *testing.T) {
 	pol := rebalancing("fin-disable", func(p *v1alpha1.FailoverPolicy) { p.Finalizers = []string{contract.FinalizerRebalance} })
 	r, c, _, ns := onHost(t, pol)
@@ -104,13 +117,18 @@ func TestDisabledPolicyRestoresBaselines(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileFinalizer(t, r, pol.Name)
-	wantReleased(t, c, key, baseline)
+	wantHandedOver(t, c, key, pol.Spec.Rebalance.Failback.MaxStep)
 	if hasFinalizer(t, c, pol.Name, contract.FinalizerRebalance) {
 		t.Error("finalizer kept on a policy with rebalancing off")
 	}
+	passAt(t, r, key, t0)
+	wantReleased(t, c, key, baseline)
+	if rec := recordOf(t, c, key); rec.Spec.Release != nil {
+		t.Errorf("released record still says a release is on: %+v", rec.Spec.Release)
+	}
 }
 
-// Rule 6: a deleted policy with nothing left to restore goes at once.
+// Rule 7: a deleted policy with nothing left to restore goes at once.
 func TestDeletedPolicyWithoutRSPsGoes(t *testing.T) {
 	pol := rebalancing("fin-empty", func(p *v1alpha1.FailoverPolicy) { p.Finalizers = []string{contract.FinalizerRebalance} })
 	r, c, _, _ := onHost(t, pol)
@@ -123,7 +141,7 @@ func TestDeletedPolicyWithoutRSPsGoes(t *testing.T) {
 	}
 }
 
-// Rule 6: dryRun switched on mid-failover: the RSP is left as it is,
+// Rule 7: dryRun switched on mid-failover: the RSP is left as it is,
 // nothing new is written, and the Rebalancing condition says so.
 func TestDryRunMidFailoverLeavesRSP(t *testing.T) {
 	pol := rebalancing("fin-dry", func(p *v1alpha1.FailoverPolicy) { p.Spec.DryRun = true })

@@ -157,12 +157,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefed kubefe
 		ctrl.LoggerFrom(ctx).V(1).Info("Member unreadable; counted unhealthy", "error", err.Error())
 		return observation{KubefedReady: true}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
 	}
-	owner, err := r.ownerIn(ctx, cluster, ns, w)
+	mw, err := r.ownerIn(ctx, cluster, ns, w)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
 		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
 	}
-	mine := ownedPods(pods, ns, owner)
+	mine := ownedPods(pods, ns, mw.Owner)
 	est := usage.Fit(nodes, w.spec)
 	for name, q := range est.Free {
 		v := float64(q.Value())
@@ -172,14 +172,14 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefed kubefe
 		metrics.MemberFreeCapacity.WithLabelValues(cluster, string(name)).Set(v)
 	}
 	return observation{Healthy: true, KubefedReady: true, Running: runningPods(mine), Fits: est.Replicas,
-		Unschedulable: anyUnschedulable(mine)}, nil
+		Unschedulable: anyUnschedulable(mine), Assigned: mw.Replicas, AssignedObserved: mw.Observed}, nil
 }
 
 // ownerIn finds the member's ReplicaSet of the workload (workloadOwner).
-func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload) (types.UID, error) {
+func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload) (memberWorkload, error) {
 	c, err := r.members.GetClient(ctx, cluster)
 	if err != nil {
-		return "", err
+		return memberWorkload{Replicas: -1}, err
 	}
 	return workloadOwner(ctx, c, w.kind, types.NamespacedName{Namespace: ns, Name: w.name})
 }

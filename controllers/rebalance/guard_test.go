@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"fmt"
+	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 func webOn(ns, member string, running int) []client.Object {
 	d, rs := types.UID("d-"+member), types.UID("rs-"+member)
 	objs := []client.Object{
-		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: d, Annotations: map[string]string{revisionAnnotation: "1"}}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: d, Annotations: map[string]string{revisionAnnotation: "1"}},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(running))}},
 		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-1", UID: rs,
 			Annotations: map[string]string{revisionAnnotation: "1"}, OwnerReferences: controllerRef("Deployment", "web", d)}},
 		readyNode("n1", 20),

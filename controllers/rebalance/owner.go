@@ -23,41 +23,65 @@ import (
 // Deployment and on each of its ReplicaSets.
 const revisionAnnotation = "deployment.kubernetes.io/revision"
 
-// workloadOwner is the UID of the ReplicaSet whose pods are the workload's
-// replicas in the member; empty when the member has no such workload yet.
+// memberWorkload is the workload as its member runs it.
+type memberWorkload struct {
+	// Owner is the UID of the ReplicaSet whose pods are the workload's
+	// replicas in the member; empty when the member has no such workload yet.
+	Owner types.UID
+	// Replicas is the member workload's spec.replicas (what kubefed gave
+	// it); -1 when the member has no such workload.
+	Replicas int64
+	// Observed: the workload's controller has seen its current spec
+	// (status.observedGeneration at metadata.generation).
+	Observed bool
+}
+
+// workloadOwner reads the member's workload: its current ReplicaSet (the
+// pods' owner), its replicas and whether its controller observed them.
 // The Deployment and ReplicaSets are read live: the member cache keeps
 // only Nodes, Pods and volume objects.
-func workloadOwner(ctx context.Context, c client.Reader, kind string, key types.NamespacedName) (types.UID, error) {
+func workloadOwner(ctx context.Context, c client.Reader, kind string, key types.NamespacedName) (memberWorkload, error) {
+	none := memberWorkload{Replicas: -1}
 	if kind == "FederatedReplicaSet" {
 		rs := &appsv1.ReplicaSet{}
 		if err := c.Get(ctx, key, rs); err != nil {
-			return "", client.IgnoreNotFound(err)
+			return none, client.IgnoreNotFound(err)
 		}
-		return rs.UID, nil
+		return memberWorkload{Owner: rs.UID, Replicas: int64(ptrOr(rs.Spec.Replicas, 1)),
+			Observed: rs.Status.ObservedGeneration >= rs.Generation}, nil
 	}
 	d := &appsv1.Deployment{}
 	if err := c.Get(ctx, key, d); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", nil
+			return none, nil
 		}
-		return "", fmt.Errorf("reading Deployment %s: %w", key, err)
+		return none, fmt.Errorf("reading Deployment %s: %w", key, err)
 	}
+	out := memberWorkload{Replicas: int64(ptrOr(d.Spec.Replicas, 1)), Observed: d.Status.ObservedGeneration >= d.Generation}
 	var sets appsv1.ReplicaSetList
 	opts := []client.ListOption{client.InNamespace(key.Namespace)}
 	if d.Spec.Selector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 		if err != nil {
-			return "", fmt.Errorf("selector of Deployment %s: %w", key, err)
+			return none, fmt.Errorf("selector of Deployment %s: %w", key, err)
 		}
 		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
 	}
 	if err := c.List(ctx, &sets, opts...); err != nil {
-		return "", fmt.Errorf("listing ReplicaSets of Deployment %s: %w", key, err)
+		return none, fmt.Errorf("listing ReplicaSets of Deployment %s: %w", key, err)
 	}
 	if rs := currentReplicaSet(d, sets.Items); rs != nil {
-		return rs.UID, nil
+		out.Owner = rs.UID
 	}
-	return "", nil
+	return out, nil
+}
+
+// ptrOr is *p, or def when p is nil (an unset replicas field's default).
+func ptrOr(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // currentReplicaSet is the ReplicaSet the Deployment controls at the

@@ -86,6 +86,11 @@ type memory struct {
 	// onsets a shift waits on (sightedTimers). A hold clears them: the
 	// RSP is not watched over while held.
 	seen map[string]contract.MemberTimers
+	// breakReady is when this process first saw the current break of a
+	// release ready to write (breakOf), on its own clock: the break is
+	// written once it has stayed ready for releaseSettle.
+	breakReady time.Time
+	breakOf    string
 }
 
 func (r *Reconciler) memoryOf(key types.NamespacedName) *memory {
@@ -130,7 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if sel.Governing == nil {
-		return ctrl.Result{}, r.release(ctx, rsp)
+		return r.release(ctx, rsp)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", sel.Governing.Name))
 	if sel.Governing.Spec.Paused {

@@ -70,15 +70,30 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, entries map[types.NamespacedNam
 			out.Rebalances = append(out.Rebalances, e.status)
 		}
 	}
-	if policy.Enabled(pol, policy.Rebalance) {
+	switch {
+	case policy.Enabled(pol, policy.Rebalance):
 		out.Conditions = policystatus.Conditions(pol, rebalancingCondition(pol, keys, entries), suspendedCondition(pol, keys, entries))
+	case releasing(entries):
+		// Rebalancing off, but RSPs it shifted are still on their way
+		// back: the condition says what their release waits for.
+		out.Conditions = policystatus.Conditions(pol, rebalancingCondition(pol, keys, entries))
 	}
 	return out
 }
 
 // placementOrder ranks the placements: the condition's reason is the first
 // that any managed RSP is in.
-var placementOrder = []string{v1alpha1.ReasonRebalanceHeld, v1alpha1.ReasonShifted, v1alpha1.ReasonFailingBack}
+var placementOrder = []string{v1alpha1.ReasonRebalanceHeld, v1alpha1.ReasonShifted, v1alpha1.ReasonFailingBack, v1alpha1.ReasonReleasing}
+
+// releasing: an RSP of the policy is being released (release.go).
+func releasing(entries map[types.NamespacedName]rspEntry) bool {
+	for _, e := range entries {
+		if e.placement == v1alpha1.ReasonReleasing {
+			return true
+		}
+	}
+	return false
+}
 
 // rebalancingCondition is True while a managed RSP is away from its
 // baseline (or held), with the first placement of placementOrder as reason

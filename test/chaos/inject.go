@@ -156,6 +156,13 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 		}, nil
 	case ForgedMarks:
 		return noUndo, c.forgeMarks(ctx, f.Cluster, f.Node)
+	case RebalanceState:
+		return c.loseRebalanceState(ctx, f.Mode)
+	case PodFinalizer:
+		if err := c.holdPods(ctx, f.Cluster, f.Node); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error { return c.releasePods(ctx, f.Cluster) }, nil
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -273,11 +280,11 @@ func (c *Campaign) editPolicy(ctx context.Context, edit string) error {
 	if err := c.host.Get(ctx, client.ObjectKey{Name: livePolicy}, &p); err != nil {
 		return err
 	}
-	if edit == EditDelete {
-		if err := c.host.Delete(ctx, &p); err != nil {
-			return err
-		}
-		return nil
+	switch edit {
+	case EditDelete:
+		return c.host.Delete(ctx, &p)
+	case EditDeleteForeground:
+		return c.host.Delete(ctx, &p, client.PropagationPolicy(metav1.DeletePropagationForeground))
 	}
 	patch := client.MergeFrom(p.DeepCopy())
 	switch edit {
@@ -342,4 +349,86 @@ func (c *Campaign) forgeMarks(ctx context.Context, member, node string) error {
 		FencedAt: time.Now().Add(-30 * time.Second), Action: v1alpha1.RecoveryMethodForceDelete, TaintedByUs: true,
 		Claims: []string{dbNamespace + "/" + lab.VolumeTemplateName + "-" + dbName + "-0"}}.Annotations())
 	return cl.Patch(ctx, &n, patch)
+}
+
+// liveRSP is the live policy's RSP (chaos-web/web).
+var liveRSP = client.ObjectKey{Namespace: "chaos-web", Name: "web"}
+
+// loseRebalanceState deletes the live RSP's RebalanceRecord (restored
+// from the copy taken before, as a backup would, after the hold unless
+// fedfailover wrote a new one meanwhile) or writes garbage into the legacy
+// state annotation, as someone else's hand would.
+func (c *Campaign) loseRebalanceState(ctx context.Context, mode string) (undo, error) {
+	switch mode {
+	case StateRecordDeleted:
+		rec := &v1alpha1.RebalanceRecord{}
+		if err := c.host.Get(ctx, liveRSP, rec); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		if err := c.host.Delete(ctx, rec); client.IgnoreNotFound(err) != nil {
+			return nil, err
+		}
+		backup := &v1alpha1.RebalanceRecord{ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name}, Spec: *rec.Spec.DeepCopy()}
+		return func(ctx context.Context) error {
+			return client.IgnoreAlreadyExists(c.host.Create(ctx, backup))
+		}, nil
+	case StateAnnotationGarbage:
+		var rsp fedschedv1a1.ReplicaSchedulingPreference
+		if err := c.host.Get(ctx, liveRSP, &rsp); err != nil {
+			return nil, err
+		}
+		patch := client.MergeFrom(rsp.DeepCopy())
+		if rsp.Annotations == nil {
+			rsp.Annotations = map[string]string{}
+		}
+		rsp.Annotations[contract.AnnotationRebalance] = `{"v":1,"baseline":{"totalReplicas":600},"lastChange":"2999-01-01T00:00:00Z","members":{"member1":{"backoff":40}`
+		return noUndo, c.host.Patch(ctx, &rsp, patch)
+	}
+	return nil, fmt.Errorf("unknown rebalance state fault %q", mode)
+}
+
+// chaosFinalizer is the foreign finalizer PodFinalizer puts on pods.
+const chaosFinalizer = "chaos.fedfailover.io/hold"
+
+// holdPods puts chaosFinalizer on every pod bound to node.
+func (c *Campaign) holdPods(ctx context.Context, member, node string) error {
+	var pods corev1.PodList
+	if err := c.clients[member].List(ctx, &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || slices.Contains(p.Finalizers, chaosFinalizer) {
+			continue
+		}
+		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		p.Finalizers = append(p.Finalizers, chaosFinalizer)
+		if err := c.clients[member].Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// releasePods takes chaosFinalizer off every pod of member that has it.
+func (c *Campaign) releasePods(ctx context.Context, member string) error {
+	return until(ctx, time.Minute, "foreign finalizers off "+member+"'s pods", func(ctx context.Context) (bool, string) {
+		var pods corev1.PodList
+		if err := c.clients[member].List(ctx, &pods); err != nil {
+			return false, err.Error()
+		}
+		left := 0
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if !slices.Contains(p.Finalizers, chaosFinalizer) {
+				continue
+			}
+			patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == chaosFinalizer })
+			if err := c.clients[member].Patch(ctx, p, patch); client.IgnoreNotFound(err) != nil {
+				left++
+			}
+		}
+		return left == 0, fmt.Sprintf("%d pods still held", left)
+	})
 }

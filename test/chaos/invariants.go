@@ -10,7 +10,7 @@ import (
 const (
 	I1 = "I1" // no destructive act for a node whose process was alive
 	I2 = "I2" // no out-of-service taint left on a Ready node
-	I3 = "I3" // never fewer Running replicas than kubefed alone could run
+	I3 = "I3" // never fewer Running replicas than kubefed alone could run, none moved off a healthy member
 	I4 = "I4" // convergence after the last fault
 	I5 = "I5" // no hot loops
 )
@@ -71,6 +71,9 @@ type Sample struct {
 	Running map[string]map[string]int
 	// KubefedReady: kubefed's KubeFedCluster Ready condition per member.
 	KubefedReady map[string]bool
+	// Pins is each workload's RSP pin per member (maxReplicas), absent
+	// where the RSP does not cap the member; nil when the RSPs were not read.
+	Pins map[string]map[string]int
 }
 
 // Checker evaluates I1, I2, I3 and I5 as acts and samples arrive.
@@ -82,6 +85,8 @@ type Checker struct {
 
 	taintedReady map[string]time.Time // node → first sample Ready with the taint
 	short        map[string]time.Time // workload → first sample under its bound
+	pins         map[string]map[string]int
+	readyBefore  map[string]bool // kubefed Ready per member in the sample before
 	writes       map[string][]time.Time
 	reported     map[string]bool
 	violations   []Violation
@@ -94,7 +99,7 @@ type Checker struct {
 // NewChecker checks against truth; baseline is per workload per member.
 func NewChecker(truth *Truth, bounds Bounds, baseline map[string]map[string]int) *Checker {
 	return &Checker{truth: truth, bounds: bounds, baseline: baseline, taintedReady: map[string]time.Time{},
-		short: map[string]time.Time{}, writes: map[string][]time.Time{}, reported: map[string]bool{}, Writes: map[string]int{}}
+		short: map[string]time.Time{}, pins: map[string]map[string]int{}, readyBefore: map[string]bool{}, writes: map[string][]time.Time{}, reported: map[string]bool{}, Writes: map[string]int{}}
 }
 
 // Violations returns what was found so far.
@@ -148,6 +153,59 @@ const hostCluster = "host"
 func (c *Checker) Sample(s Sample) {
 	c.checkTaints(s)
 	c.checkReplicas(s)
+	c.checkMovedOff(s)
+}
+
+// checkMovedOff is I3's other half: replicas are never moved off a member
+// kubefed sees Ready (in this sample and the one before) that no capacity
+// fault has touched for Settle: an RSP pin of such a member newly lowered
+// below its baseline share is a violation (a member cut from fedfailover
+// alone is such a member: kubefed alone would keep its replicas there).
+// Failback only raises pins; a make-before-break step lowers the pins of
+// members above their share, never below it.
+func (c *Checker) checkMovedOff(s Sample) {
+	defer func() {
+		for m, ok := range s.KubefedReady {
+			c.readyBefore[m] = ok
+		}
+		for m := range c.readyBefore {
+			if !s.KubefedReady[m] {
+				c.readyBefore[m] = false
+			}
+		}
+	}()
+	if s.Pins == nil {
+		return
+	}
+	for w, base := range c.baseline {
+		now, before := s.Pins[w], c.pins[w]
+		c.pins[w] = now
+		if before == nil {
+			continue
+		}
+		for m, share := range base {
+			pin, capped := now[m]
+			old, was := before[m]
+			lowered := capped && pin < share && (!was || pin < old)
+			if !lowered || !s.KubefedReady[m] || !c.readyBefore[m] {
+				continue
+			}
+			since, ok := c.truth.Undisturbed(m, s.Time)
+			if !ok || s.Time.Sub(since) < c.bounds.Settle {
+				continue
+			}
+			c.report(fmt.Sprintf("I3/moved/%s/%s/%s", w, m, s.Time), I3, s.Time,
+				"%s: replicas moved off %s (pin %d, was %s, baseline share %d) while kubefed sees it Ready and no capacity fault touched it for %.0fs",
+				w, m, pin, pinString(old, was), share, s.Time.Sub(since).Seconds())
+		}
+	}
+}
+
+func pinString(n int, ok bool) string {
+	if !ok {
+		return "uncapped"
+	}
+	return fmt.Sprint(n)
 }
 
 // checkTaints is I2: a Ready node keeps fedfailover's taint at most

@@ -137,3 +137,47 @@ func TestI5WriteRate(t *testing.T) {
 		t.Fatalf("write counts %v", c.Writes)
 	}
 }
+
+// I3's other half: replicas moved off a member kubefed sees Ready and no
+// capacity fault touched (a fedfailover-only cut, say) are a violation,
+// even while the total still runs elsewhere; a failback's steps and a
+// shift during a fault are not.
+func TestI3NoReplicasMovedOffAHealthyMember(t *testing.T) {
+	base := map[string]map[string]int{"web/web": {"member1": 3, "member2": 3}}
+	sample := func(s float64, pins map[string]int, kubefedReady2 bool) Sample {
+		return Sample{Time: at(s), Readable: map[string]bool{"member1": true, "member2": true},
+			Running:      map[string]map[string]int{"web/web": {"member1": 6, "member2": 0}},
+			KubefedReady: map[string]bool{"member1": true, "member2": kubefedReady2},
+			Pins:         map[string]map[string]int{"web/web": pins}}
+	}
+	t.Run("shift off a member cut from fedfailover alone", func(t *testing.T) {
+		tr := NewTruth(t0, testTopology)
+		tr.Open(keyCut+"member2", at(90))
+		c := NewChecker(tr, DefaultBounds(), base)
+		c.Sample(sample(100, map[string]int{}, true))
+		none(t, c)
+		c.Sample(sample(110, map[string]int{"member1": 6, "member2": 0}, true))
+		only(t, c, I3)
+		if !strings.Contains(c.Violations()[0].Message, "moved off member2") {
+			t.Errorf("message %q does not say replicas moved off member2", c.Violations()[0].Message)
+		}
+	})
+	t.Run("shift while kubefed reports the member not Ready", func(t *testing.T) {
+		c := NewChecker(NewTruth(t0, testTopology), DefaultBounds(), base)
+		c.Sample(sample(100, map[string]int{}, false))
+		c.Sample(sample(110, map[string]int{"member1": 6, "member2": 0}, false))
+		none(t, c)
+	})
+	t.Run("shift during a capacity fault, then failback steps", func(t *testing.T) {
+		tr := NewTruth(t0, testTopology)
+		tr.Open(keyFault+"member2", at(100))
+		c := NewChecker(tr, DefaultBounds(), base)
+		c.Sample(sample(105, map[string]int{}, true))
+		c.Sample(sample(110, map[string]int{"member1": 6, "member2": 0}, true))
+		tr.Close(keyFault+"member2", at(120))
+		for i, p2 := range []int{0, 2, 2, 3} {
+			c.Sample(sample(200+10*float64(i), map[string]int{"member1": 6 - p2, "member2": p2}, true))
+		}
+		none(t, c)
+	})
+}

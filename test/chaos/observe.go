@@ -93,6 +93,7 @@ func (c *Campaign) sample(ctx context.Context) Sample {
 	}
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
+	s.Pins = c.rspPins(rctx)
 	var kfcs fedv1b1.KubeFedClusterList
 	if err := c.host.List(rctx, &kfcs, client.InNamespace(lab.KubefedNS)); err == nil {
 		for _, k := range kfcs.Items {
@@ -105,6 +106,27 @@ func (c *Campaign) sample(ctx context.Context) Sample {
 	}
 	wg.Wait()
 	return s
+}
+
+// rspPins reads each workload's RSP pins (maxReplicas per member); nil
+// when an RSP cannot be read.
+func (c *Campaign) rspPins(ctx context.Context) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	for _, w := range webWorkloads {
+		ns, name := splitKey(w)
+		var rsp fedschedv1a1.ReplicaSchedulingPreference
+		if err := c.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rsp); err != nil {
+			return nil
+		}
+		pins := map[string]int{}
+		for m, p := range rsp.Spec.Clusters {
+			if p.MaxReplicas != nil {
+				pins[m] = int(*p.MaxReplicas)
+			}
+		}
+		out[w] = pins
+	}
+	return out
 }
 
 func hasTaint(n *corev1.Node, key string) bool {

@@ -45,11 +45,19 @@ const (
 	PolicyEdit Kind = "policy-edit"
 	// ForgedMarks writes fedfailover's old recovery annotations onto a Node.
 	ForgedMarks Kind = "forged-marks"
+	// RebalanceState loses or garbles fedfailover's rebalance state of the
+	// live RSP (Mode: stateModes) while it may be shifted.
+	RebalanceState Kind = "rebalance-state"
+	// PodFinalizer puts a foreign finalizer on the pods of a node (as a
+	// backup agent or a service mesh would) and takes it off after the
+	// hold: a loss of that node meanwhile leaves pods that deleting alone
+	// does not remove.
+	PodFinalizer Kind = "pod-finalizer"
 )
 
 // Kinds lists every kind in the order tables print them.
 var Kinds = []Kind{PowerOff, Replace, Partition, APIKill, EtcdStop, ManagerKill, ManagerKillMidAction,
-	MemberCut, CredentialRotation, Capacity, PolicyEdit, ForgedMarks}
+	MemberCut, CredentialRotation, Capacity, PolicyEdit, ForgedMarks, RebalanceState, PodFinalizer}
 
 // Evidence kinds a power-off leaves (lab.Evidence values).
 var evidences = []string{"machine-deleted", "powered-off-condition", "none"}
@@ -60,9 +68,24 @@ const (
 	EditPause    = "pause"
 	EditDelete   = "delete"
 	EditSelector = "selector"
+	// EditDeleteForeground deletes the policy with foreground cascading
+	// (what GitOps tools prune with): the garbage collector deletes what it
+	// owns before the policy goes.
+	EditDeleteForeground = "delete-foreground"
 )
 
-var edits = []string{EditDryRun, EditPause, EditDelete, EditSelector}
+var edits = []string{EditDryRun, EditPause, EditDelete, EditSelector, EditDeleteForeground}
+
+// Rebalance state faults.
+const (
+	// StateRecordDeleted deletes the RSP's RebalanceRecord.
+	StateRecordDeleted = "record-deleted"
+	// StateAnnotationGarbage writes garbage into the legacy state
+	// annotation on the RSP.
+	StateAnnotationGarbage = "annotation-garbage"
+)
+
+var stateModes = []string{StateRecordDeleted, StateAnnotationGarbage}
 
 // capacityModes are lab.ExhaustCordon and lab.ExhaustFill.
 var capacityModes = []string{"cordon", "fill"}
@@ -78,7 +101,8 @@ type Fault struct {
 	Node     string        `json:"node,omitempty"`
 	Evidence string        `json:"evidence,omitempty"`
 	Edit     string        `json:"edit,omitempty"`
-	// Mode is how capacity is exhausted (lab.ExhaustCordon or ExhaustFill).
+	// Mode is how capacity is exhausted (lab.ExhaustCordon or ExhaustFill)
+	// or how rebalance state is lost (stateModes).
 	Mode string `json:"mode,omitempty"`
 }
 
@@ -186,6 +210,13 @@ func Draw(seed uint64, top Topology, p Params) []Fault {
 			target = "manager"
 		case PolicyEdit:
 			f.Edit, target = edits[r.IntN(len(edits))], "policy"
+		case RebalanceState:
+			f.Mode, target = stateModes[r.IntN(len(stateModes))], "rebalance-state"
+		case PodFinalizer:
+			// Its own target (one per member: its undo clears the member),
+			// so it overlaps a loss of the same node on purpose.
+			f.Cluster, f.Node = member, nodes[r.IntN(len(nodes))]
+			target = "finalizer/" + member
 		}
 		if f.At < busyUntil[target] {
 			continue

@@ -94,6 +94,12 @@ func TestDrawCoversEveryKind(t *testing.T) {
 			seen[string(f.Kind)] = true
 			seen["evidence/"+f.Evidence] = true
 			seen["edit/"+f.Edit] = true
+			seen["mode/"+f.Mode] = true
+		}
+	}
+	for _, m := range stateModes {
+		if !seen["mode/"+m] {
+			t.Errorf("rebalance state fault %s never drawn", m)
 		}
 	}
 	for _, k := range Kinds {

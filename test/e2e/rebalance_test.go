@@ -69,7 +69,7 @@ func waitUnschedulable(t *testing.T, ns string) time.Time {
 // the user's again.
 func TestRebalanceCapacityExhausted(t *testing.T) {
 	const ns, name, total = "rebalance-exhaust", "web", 6
-	exhaust(t)
+	restore := exhaust(t)
 	startRebalance(t)
 	pol := rbPolicy(t, "rebalance-exhaust", ns, nil)
 	federatedWorkload(t, ns, name, total)
@@ -107,11 +107,21 @@ func TestRebalanceCapacityExhausted(t *testing.T) {
 		return shifted && decided, fmt.Sprintf("rebalances %+v, decisions %+v", p.Status.Rebalances, p.Status.RecentDecisions)
 	})
 
-	// The policy stops matching: the baseline returns, the record is released.
+	// The policy goes: member2, still without room, keeps its pin (the
+	// release waits for room there); with room again the baseline returns
+	// and the record is released.
 	if err := nrHostCl.Delete(t.Context(), pol); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "baseline restored after the policy was deleted", func(ctx context.Context) (bool, string) {
+	holds(t, 10*time.Second, "member2 without room keeps its pin after the policy was deleted", func(ctx context.Context) (bool, string) {
+		r, err := getRSP(ctx, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return pinnedTo(r, "member2", 0), rspString(r)
+	})
+	restore()
+	eventually(t, 2*time.Minute, "baseline restored once member2 has room", func(ctx context.Context) (bool, string) {
 		r, err := getRSP(ctx, ns, name)
 		if err != nil {
 			return false, err.Error()

@@ -44,6 +44,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*member.Cache, err
 		}
 	}
 	if !o.WithoutRebalance {
+		o.Rebalance.Sharded = o.Members.Shard.Enabled()
 		if err := rebalance.SetupWithManager(mgr, members, o.Rebalance); err != nil {
 			return nil, fmt.Errorf("setting up rebalance: %w", err)
 		}

@@ -77,6 +77,10 @@ const (
 	// ReasonInvalidSelector: a label selector of the spec cannot be parsed;
 	// the message names the field. The policy acts on nothing new.
 	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonShardedRebalance: the manager shards members across replicas
+	// (--shard), and a replica sees only the members it holds: rebalance
+	// is not planned on a partial view, the RSP is held (docs/scale.md).
+	ReasonShardedRebalance = "ShardedRebalanceUnsupported"
 )
 
 // Reasons of the MembersConnected condition.

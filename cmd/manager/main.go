@@ -318,6 +318,10 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	opOpts := operatorOptions(o)
 	opOpts.Members.Shard = shardOpts
+	if shardOpts.Enabled() {
+		setupLog.Info("Sharded: rebalance is not planned on one replica's partial view of the members; " +
+			"every RSP a policy would rebalance is held (reason ShardedRebalanceUnsupported) until the manager runs without --shard")
+	}
 	if _, err := controllers.Setup(ctx, mgr, opOpts); err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ const (
 // another replica may take the member over (the Lease duration): every
 // write must have returned within it.
 func (o Options) writeTimeoutGap() time.Duration {
-	if o.Shard.enabled() {
+	if o.Shard.Enabled() {
 		s := o.Shard
 		defaults.Set(&s.LeaseDuration, defaultShardLeaseDuration)
 		defaults.Set(&s.RenewDeadline, defaultShardRenewDeadline)
@@ -125,7 +125,7 @@ func (o Options) writeTimeoutGap() time.Duration {
 func (o Options) checkWriteTimeout() error {
 	gap := o.writeTimeoutGap()
 	if o.WriteTimeout <= 0 || o.WriteTimeout >= gap {
-		if o.Shard.enabled() {
+		if o.Shard.Enabled() {
 			return fmt.Errorf("member write timeout %s: must be > 0 and shorter than the shard lease duration minus the renew deadline (%s)", o.WriteTimeout, gap)
 		}
 		return fmt.Errorf("member write timeout %s: must be > 0 and shorter than the leader election's lease duration minus its renew deadline (%s)",

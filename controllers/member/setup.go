@@ -139,7 +139,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 func setupSharding(mgr ctrl.Manager, c *Cache) error {
 	c.log = mgr.GetLogger().WithName("members")
 	o := c.opts.Shard
-	if !o.enabled() {
+	if !o.Enabled() {
 		return nil
 	}
 	if o.Config == nil {

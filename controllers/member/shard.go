@@ -68,7 +68,8 @@ const (
 	defaultShardRenewDeadline = 10 * time.Second
 )
 
-func (o ShardOptions) enabled() bool { return o.Namespace != "" }
+// Enabled: members are sharded across replicas.
+func (o ShardOptions) Enabled() bool { return o.Namespace != "" }
 
 func (o ShardOptions) withDefaults() (ShardOptions, error) {
 	defaults.Set(&o.LeaseDuration, defaultShardLeaseDuration)

@@ -109,3 +109,28 @@ func TestPausedPolicyWritesNothing(t *testing.T) {
 		t.Errorf("rebalances %+v, want the RSP listed as Paused", st.Rebalances)
 	}
 }
+
+// A sharded manager sees only the members its replica holds: it plans
+// nothing on that partial view. The RSP is held as it is, the policy says
+// why (naming --shard), once.
+func TestShardedManagerHoldsRebalance(t *testing.T) {
+	spec := testSpec()
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
+	r, c, rec, rsp, m, shifted := shiftedRSP(t, pol)
+	r.opts.Sharded = true
+	reconcileUnchanged(t, r, c, rsp, m, shifted, 2)
+	if n := len(rec.Events); n != 2 { // one on the RSP, one on the policy
+		t.Fatalf("%d events, want 2 (once)", n)
+	}
+	if ev := <-rec.Events; !strings.Contains(ev, v1alpha1.ReasonShardedRebalance) || !strings.Contains(ev, "--shard") {
+		t.Errorf("event %q, want reason %s naming --shard", ev, v1alpha1.ReasonShardedRebalance)
+	}
+	entries, _ := r.store.Snapshot("p")
+	st := desiredStatus(pol, entries)
+	if len(st.Rebalances) != 1 || st.Rebalances[0].Reason != v1alpha1.ReasonShardedRebalance {
+		t.Errorf("rebalances %+v, want the RSP listed as %s", st.Rebalances, v1alpha1.ReasonShardedRebalance)
+	}
+	if len(st.Conditions) == 0 || st.Conditions[0].Reason != v1alpha1.ReasonRebalanceHeld || !strings.Contains(st.Conditions[0].Message, "--shard") {
+		t.Errorf("conditions %+v, want Rebalancing held naming --shard", st.Conditions)
+	}
+}

@@ -134,6 +134,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.hold(ctx, pol, rsp, v1alpha1.ReasonInvalidSelector, sel.Held.Err)
 		return ctrl.Result{}, nil
 	}
+	if r.opts.Sharded {
+		return r.holdSharded(ctx, sel.Governing, rsp)
+	}
 	if sel.Governing == nil {
 		return r.release(ctx, rsp)
 	}
@@ -147,6 +150,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 var errPaused = errors.New("the policy is paused (spec.paused)")
+
+var errSharded = errors.New("the manager shards members across replicas (--shard) and each replica sees only the members it holds; " +
+	"rebalance is not planned on a partial view: run one replica (or leader election without --shard) to rebalance")
+
+// holdSharded holds an RSP a policy governs (or whose release is on) while
+// the manager is sharded: nothing is planned, written or released.
+func (r *Reconciler) holdSharded(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) (ctrl.Result, error) {
+	if pol != nil {
+		r.hold(ctx, pol, rsp, v1alpha1.ReasonShardedRebalance, errSharded)
+		return ctrl.Result{}, nil
+	}
+	rec, err := r.getRecord(ctx, client.ObjectKeyFromObject(rsp), nil)
+	if err != nil || rec == nil || rec.Spec.Released {
+		return ctrl.Result{}, err // nothing of fedfailover's to give back
+	}
+	recorded, err := r.recordedPolicy(ctx, rec.Spec.Policy)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	mem := r.memoryOf(client.ObjectKeyFromObject(rsp))
+	r.mu.Lock()
+	first := mem.held != errSharded.Error()
+	mem.held = errSharded.Error()
+	r.mu.Unlock()
+	if first {
+		r.reportRelease(ctx, recorded, rsp, v1alpha1.ReasonShardedRebalance, ActionHold, corev1.EventTypeWarning,
+			"release held, the RSP left as it is: "+errSharded.Error())
+	}
+	return ctrl.Result{}, nil
+}
 
 // policyFor selects the policy that manages the RSP (internal/policy.ForRSP),
 // given the policy recorded on it.

@@ -46,6 +46,10 @@ type Options struct {
 	// running out of room for many RSPs at once is planned in parallel
 	// rather than one small batch behind the other.
 	MaxConcurrentReconciles int
+	// Sharded: members are sharded across replicas (--shard). This
+	// replica sees only the members it holds, so it plans nothing: every
+	// RSP a policy would rebalance, or release, is held (ReasonShardedRebalance).
+	Sharded bool
 	// Now is the clock (tests).
 	Now func() time.Time
 }

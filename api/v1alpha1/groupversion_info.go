@@ -23,7 +23,8 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{}, &NodeRecovery{}, &NodeRecoveryList{}, &RecoveryGuard{}, &RecoveryGuardList{},
-		&RebalanceRecord{}, &RebalanceRecordList{})
+		&RebalanceRecord{}, &RebalanceRecordList{},
+		&MemberSummary{}, &MemberSummaryList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -318,9 +318,16 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	opOpts := operatorOptions(o)
 	opOpts.Members.Shard = shardOpts
-	if shardOpts.Enabled() {
+	if o.shard.rebalance && !shardOpts.Enabled() {
+		return errors.New("--sharded-rebalance needs --shard")
+	}
+	opOpts.Rebalance.ShardedRebalance = o.shard.rebalance
+	switch {
+	case shardOpts.Enabled() && o.shard.rebalance:
+		setupLog.Info("Sharded rebalance (experimental): each replica publishes what it sees of the members it holds; the leader plans on every member")
+	case shardOpts.Enabled():
 		setupLog.Info("Sharded: rebalance is not planned on one replica's partial view of the members; " +
-			"every RSP a policy would rebalance is held (reason ShardedRebalanceUnsupported) until the manager runs without --shard")
+			"every RSP a policy would rebalance is held (reason ShardedRebalanceUnsupported); --sharded-rebalance plans with every replica's summaries")
 	}
 	if _, err := controllers.Setup(ctx, mgr, opOpts); err != nil {
 		return err

@@ -19,6 +19,8 @@ type shardFlags struct {
 	leaseDuration time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
+	// rebalance: plan on every member with summaries (experimental).
+	rebalance bool
 }
 
 func (f *shardFlags) bind(fs *flag.FlagSet) {
@@ -27,6 +29,7 @@ func (f *shardFlags) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.leaseDuration, "shard-lease-duration", 15*time.Second, "How long another replica waits, after it last saw a Lease change, before taking it over (whole seconds).")
 	fs.DurationVar(&f.renewDeadline, "shard-renew-deadline", 10*time.Second, "How long after its last successful renewal a replica still acts on a member; shorter than --shard-lease-duration.")
 	fs.DurationVar(&f.retryPeriod, "shard-retry-period", 2*time.Second, "How often the shard Leases are renewed and peers re-read.")
+	fs.BoolVar(&f.rebalance, "sharded-rebalance", false, "Experimental, with --shard: rebalance on every member, each replica publishing what it sees of the members it holds in a MemberSummary that the leader reads. Off: a sharded manager holds every RSP a policy would rebalance (ShardedRebalanceUnsupported).")
 }
 
 // podNamespaceFile is where Kubernetes mounts the pod's namespace.

@@ -544,3 +544,21 @@ func (c *coordinator) shutdown(ctx context.Context) {
 	}
 	metrics.ShardOwnedMembers.Set(0)
 }
+
+// holderOf is the replica that holds member's Lease as this replica last
+// read it, and whether that Lease changed within its duration on this
+// replica's clock (its holder may still be renewing it). This replica's
+// own holds count while valid.
+func (c *coordinator) holderOf(member string) (string, bool) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.held[member]; h != nil {
+		return c.o.Identity, shard.HoldValid(h.lastRenew, now, c.o.RenewDeadline, 0)
+	}
+	s, ok := c.seen[memberLeaseName(member)]
+	if !ok || s.holder == "" {
+		return "", false
+	}
+	return s.holder, shard.Fresh(s.obs, s.duration, now)
+}

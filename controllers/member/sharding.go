@@ -138,3 +138,30 @@ func (c *Cache) drainWithin() time.Duration {
 func (c *Cache) requestForKubeFedCluster(_ context.Context, cluster string) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: c.opts.Namespace, Name: cluster}}}
 }
+
+// ShardIdentity is this replica's shard identity; empty unsharded.
+func (c *Cache) ShardIdentity() string {
+	if c.shard == nil {
+		return ""
+	}
+	return c.shard.o.Identity
+}
+
+// ShardNamespace is where the shard Leases (and the member summaries) are;
+// empty unsharded.
+func (c *Cache) ShardNamespace() string {
+	if c.shard == nil {
+		return ""
+	}
+	return c.shard.o.Namespace
+}
+
+// MemberHolder is the replica that holds the member (sharded), as this
+// replica last saw the member's Lease, and whether that hold is live on
+// this replica's clock. Unsharded: this replica, always live.
+func (c *Cache) MemberHolder(cluster string) (string, bool) {
+	if c.shard == nil {
+		return "", true
+	}
+	return c.shard.holderOf(cluster)
+}

@@ -40,6 +40,12 @@ type fakeMembers struct {
 	mu    sync.Mutex
 	usage map[string]*capacity.Usage
 	stale map[string]bool
+
+	// holders, when set, shards the members: the replica holding each
+	// (self: this one) and whether its Lease is live as this replica sees it.
+	holders   map[string]string
+	self      string
+	deadLease map[string]bool
 }
 
 func noMembers(t *testing.T) *fakeMembers {
@@ -183,3 +189,16 @@ func (s slowClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 	return s.Client.List(ctx, list, opts...)
 }
 func (f *fakeMembers) Watch(context.Context, string, member.WatchInput) error { return nil }
+
+func (f *fakeMembers) Sharded() bool { return f.holders != nil }
+
+func (f *fakeMembers) HoldsMember(c string) bool {
+	return f.holders == nil || (f.holders[c] == f.self && !f.deadLease[c])
+}
+
+func (f *fakeMembers) MemberHolder(c string) (string, bool) {
+	if f.holders == nil {
+		return "", true
+	}
+	return f.holders[c], f.holders[c] != "" && !f.deadLease[c]
+}

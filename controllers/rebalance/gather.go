@@ -142,12 +142,25 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefed kubefe
 	switch {
 	case kubefed.Confirmed():
 		return observation{}, nil
+	case r.members.Sharded() && !r.members.HoldsMember(cluster):
+		// Held by another replica: what it published (summary.go).
+		holder, live := r.members.MemberHolder(cluster)
+		return r.summaries.observation(ctx, cluster, holder, live, ns, w.name), nil
+	}
+	return r.observeHeld(ctx, cluster, ns, w, r.ensureWatches)
+}
+
+// observeHeld is observe of a member this replica holds (or of any member,
+// unsharded): from its own cache. watch adds the member watches of the
+// controller that asks.
+func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w workload, watch func(context.Context, string) error) (observation, error) {
+	switch {
 	case r.members.Unknown(cluster):
 		return observation{KubefedReady: true, Unknown: true}, nil
 	case !r.members.Connected(cluster):
 		return observation{KubefedReady: true}, nil
 	}
-	if err := r.ensureWatches(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
+	if err := watch(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
 		return observation{}, err
 	}
 	nodes, pods, usage, err := r.readMember(ctx, cluster, ns)

@@ -42,6 +42,12 @@ type members interface {
 	PodUsage(ctx context.Context, cluster string) (*capacity.Usage, error)
 	GetClient(ctx context.Context, cluster string) (client.Client, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error
+	// Sharded: members are sharded across replicas; HoldsMember: this
+	// replica holds the member now; MemberHolder: the replica that does,
+	// as this one last saw the member's Lease, and whether it is live.
+	Sharded() bool
+	HoldsMember(cluster string) bool
+	MemberHolder(cluster string) (string, bool)
 }
 
 // Reconciler manages one ReplicaSchedulingPreference per request.
@@ -49,13 +55,15 @@ type Reconciler struct {
 	host client.Client
 	// live reads the API server past the cache (a record just created);
 	// nil: the host client alone.
-	live     client.Reader
-	members  members
-	recorder recorder.EventRecorder
-	opts     Options
-	now      func() time.Time
-	ctrl     controller.Controller
-	store    *policystatus.Store[types.NamespacedName, rspEntry]
+	live    client.Reader
+	members members
+	// summaries are the members other replicas hold (sharded); nil else.
+	summaries *summaryReader
+	recorder  recorder.EventRecorder
+	opts      Options
+	now       func() time.Time
+	ctrl      controller.Controller
+	store     *policystatus.Store[types.NamespacedName, rspEntry]
 
 	mu  sync.Mutex
 	mem map[types.NamespacedName]*memory
@@ -134,7 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.hold(ctx, pol, rsp, v1alpha1.ReasonInvalidSelector, sel.Held.Err)
 		return ctrl.Result{}, nil
 	}
-	if r.opts.Sharded {
+	if r.opts.Sharded && !r.opts.ShardedRebalance {
 		return r.holdSharded(ctx, sel.Governing, rsp)
 	}
 	if sel.Governing == nil {

@@ -8,19 +8,26 @@ package rebalance
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
@@ -50,6 +57,13 @@ type Options struct {
 	// replica sees only the members it holds, so it plans nothing: every
 	// RSP a policy would rebalance, or release, is held (ReasonShardedRebalance).
 	Sharded bool
+	// ShardedRebalance (with Sharded; --sharded-rebalance, experimental):
+	// plan on every member anyway, each replica publishing what it sees of
+	// the members it holds (summary.go), instead of holding.
+	ShardedRebalance bool
+	// SummaryFlush is how often changed member summaries are written
+	// (default 500ms).
+	SummaryFlush time.Duration
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -57,6 +71,7 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	defaults.Set(&o.Resync, 30*time.Second)
 	defaults.Set(&o.MaxConcurrentReconciles, 16)
+	defaults.Set(&o.SummaryFlush, 500*time.Millisecond)
 	defaults.Clock(&o.Now)
 	return o
 }
@@ -72,7 +87,13 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		return r.allRSPs(ctx, "")
 	}
 	var err error
-	r.ctrl, err = ctrl.NewControllerManagedBy(mgr).
+	bld := ctrl.NewControllerManagedBy(mgr)
+	if opts.Sharded && opts.ShardedRebalance {
+		if bld, err = r.setupSummaries(mgr, members, bld); err != nil {
+			return err
+		}
+	}
+	r.ctrl, err = bld.
 		Named("rebalance").
 		For(&fedschedv1a1.ReplicaSchedulingPreference{}).
 		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(all),
@@ -97,6 +118,50 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 	return statusWriter(r.store).SetupWithManager(mgr)
 }
 
+// setupSummaries adds, for a sharded manager that rebalances: the observer
+// and publisher of the members this replica holds (every replica), the
+// reader of the others' summaries, and a watch of those summaries for the
+// rebalance controller (bld).
+func (r *Reconciler) setupSummaries(mgr ctrl.Manager, members *member.Cache, bld *builder.TypedBuilder[reconcile.Request]) (*builder.TypedBuilder[reconcile.Request], error) {
+	ns := members.ShardNamespace()
+	view, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
+		o.Scheme = mgr.GetScheme()
+		o.HTTPClient = mgr.GetHTTPClient()
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
+		o.Logger = mgr.GetLogger().WithName("summary-cache")
+		o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ReaderFailOnMissingInformer: false}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the member summary cache: %w", err)
+	}
+	if err := mgr.Add(view); err != nil {
+		return nil, err
+	}
+	r.summaries = &summaryReader{reader: view.GetCache(), namespace: ns}
+	pub := newSummaryPublisher(view.GetClient(), ns, members.ShardIdentity(), members.HoldsMember, r.opts.SummaryFlush)
+	if err := mgr.Add(pub); err != nil {
+		return nil, err
+	}
+	obs := &observer{r: r, pub: pub}
+	oc, err := ctrl.NewControllerManagedBy(mgr).Named("rebalance-observer").
+		For(&fedschedv1a1.ReplicaSchedulingPreference{}).
+		WatchesRawSource(members.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return r.allRSPs(ctx, "") })).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles, NeedLeaderElection: ptr.To(false)}).
+		Build(obs)
+	if err != nil {
+		return nil, fmt.Errorf("creating the rebalance observer: %w", err)
+	}
+	obs.ctrl = oc
+	toRSPs := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, s *v1alpha1.MemberSummary) []reconcile.Request {
+		out := make([]reconcile.Request, 0, len(s.Spec.Workloads))
+		for _, w := range s.Spec.Workloads {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.Namespace, Name: w.Name}})
+		}
+		return out
+	})
+	return bld.WatchesRawSource(source.Kind(view.GetCache(), &v1alpha1.MemberSummary{}, toRSPs)), nil
+}
+
 // allRSPs maps a change to every RSP (in one namespace when given): there
 // are few, and a pass over an unmanaged one is a cheap no-op. Only the keys
 // are read, so the cache's objects are not copied (500 RSPs copied per
@@ -117,14 +182,20 @@ func (r *Reconciler) allRSPs(ctx context.Context, namespace string) []reconcile.
 // ensureWatches adds the member Pod and Node watches once per connection.
 // Pods map to their own workload's RSP (podHandler), Nodes to every RSP.
 func (r *Reconciler) ensureWatches(ctx context.Context, cluster string) error {
+	return r.memberWatches(ctx, cluster, r.ctrl, "rebalance")
+}
+
+// memberWatches adds the member Pod and Node watches of controller c, named
+// with prefix, once per connection.
+func (r *Reconciler) memberWatches(ctx context.Context, cluster string, c controller.Controller, prefix string) error {
 	nodeToRSPs := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return r.allRSPs(ctx, "")
 	})
 	for _, w := range []member.WatchInput{
-		{Name: "rebalance-pods", Kind: &corev1.Pod{}, Handler: r.podHandler(), Predicates: []predicate.Predicate{podChanged}},
-		{Name: "rebalance-nodes", Kind: &corev1.Node{}, Handler: nodeToRSPs, Predicates: []predicate.Predicate{nodeCapacityChanged}},
+		{Name: prefix + "-pods", Kind: &corev1.Pod{}, Handler: r.podHandler(), Predicates: []predicate.Predicate{podChanged}},
+		{Name: prefix + "-nodes", Kind: &corev1.Node{}, Handler: nodeToRSPs, Predicates: []predicate.Predicate{nodeCapacityChanged}},
 	} {
-		w.Watcher = r.ctrl
+		w.Watcher = c
 		if err := r.members.Watch(ctx, cluster, w); err != nil {
 			return err
 		}

@@ -1,0 +1,289 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/shard"
+)
+
+// Sharded rebalance. With members sharded across replicas, each replica
+// connects only to the members it holds, while RSPs have one writer (the
+// elected leader). So every replica observes the members it holds for
+// every RSP (observer, the same observe a rebalance pass runs) and
+// publishes what it saw, per member, in a MemberSummary on the host
+// (summaryPublisher, written only on change); the writer reads the
+// summaries of the members it does not hold (summaryReader). A summary
+// counts only while its writer holds the member's Lease as the writer of
+// RSPs sees that Lease (its own clock): a summary of a replica that lost
+// the member, or whose Lease stopped changing, makes the member Unknown
+// (it keeps what it holds) until the new holder publishes. Failure of a
+// member never rests on a summary: it needs kubefed's own verdict, which
+// the writer reads itself.
+
+// summaryPrefix names the MemberSummary of a member (shard.LeaseName).
+const summaryPrefix = "fedfailover-summary-"
+
+// summaryName is the MemberSummary object of a member.
+func summaryName(member string) string { return shard.LeaseName(summaryPrefix, member) }
+
+// workloadKey is an RSP's key in a summary.
+func workloadKey(ns, name string) string { return ns + "/" + name }
+
+// toSummary is an observation as published.
+func toSummary(ns, name string, o observation) v1alpha1.WorkloadSummary {
+	return v1alpha1.WorkloadSummary{Namespace: ns, Name: name, Unknown: o.Unknown, Healthy: o.Healthy, Running: o.Running,
+		Fits: o.Fits, Unschedulable: o.Unschedulable, Assigned: o.Assigned, AssignedObserved: o.AssignedObserved}
+}
+
+// fromSummary is a published observation, kubefed Ready (the reader has
+// already ruled out kubefed's confirmed failure).
+func fromSummary(s v1alpha1.WorkloadSummary) observation {
+	return observation{KubefedReady: true, Unknown: s.Unknown, Healthy: s.Healthy, Running: s.Running, Fits: s.Fits,
+		Unschedulable: s.Unschedulable, Assigned: s.Assigned, AssignedObserved: s.AssignedObserved}
+}
+
+// summaryPublisher gathers this replica's observations of the members it
+// holds and writes each member's MemberSummary when it changed (at most
+// once per flush period).
+type summaryPublisher struct {
+	host      client.Client
+	namespace string
+	identity  string
+	holds     func(member string) bool
+	period    time.Duration
+
+	mu      sync.Mutex
+	seen    map[string]map[string]v1alpha1.WorkloadSummary // member → workload key → summary
+	dirty   map[string]bool
+	written map[string]*v1alpha1.MemberSummary // as last written by this replica
+}
+
+func newSummaryPublisher(host client.Client, namespace, identity string, holds func(string) bool, period time.Duration) *summaryPublisher {
+	return &summaryPublisher{host: host, namespace: namespace, identity: identity, holds: holds, period: period,
+		seen: map[string]map[string]v1alpha1.WorkloadSummary{}, dirty: map[string]bool{}, written: map[string]*v1alpha1.MemberSummary{}}
+}
+
+// set records what this replica saw of an RSP's workload in a member it holds.
+func (p *summaryPublisher) set(member string, s v1alpha1.WorkloadSummary) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.seen[member]
+	if m == nil {
+		m = map[string]v1alpha1.WorkloadSummary{}
+		p.seen[member] = m
+	}
+	k := workloadKey(s.Namespace, s.Name)
+	if old, ok := m[k]; ok && old == s {
+		return
+	}
+	m[k] = s
+	p.dirty[member] = true
+}
+
+// forget drops an RSP that is gone from every member's summary.
+func (p *summaryPublisher) forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := workloadKey(key.Namespace, key.Name)
+	for member, m := range p.seen {
+		if _, ok := m[k]; ok {
+			delete(m, k)
+			p.dirty[member] = true
+		}
+	}
+}
+
+// NeedLeaderElection: every replica publishes the members it holds.
+func (p *summaryPublisher) NeedLeaderElection() bool { return false }
+
+// Start flushes every period until ctx ends.
+func (p *summaryPublisher) Start(ctx context.Context) error {
+	t := time.NewTicker(p.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			p.flush(ctx)
+		}
+	}
+}
+
+// flush writes the summary of every changed member this replica still
+// holds; a member no longer held is forgotten (its new holder publishes).
+func (p *summaryPublisher) flush(ctx context.Context) {
+	p.mu.Lock()
+	var todo []*v1alpha1.MemberSummary
+	for member := range p.dirty {
+		if !p.holds(member) {
+			delete(p.seen, member)
+			delete(p.written, member)
+			delete(p.dirty, member)
+			continue
+		}
+		todo = append(todo, p.summaryLocked(member))
+	}
+	p.mu.Unlock()
+	for _, s := range todo {
+		if err := p.write(ctx, s); err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Publishing a member summary failed; retried at the next flush", "member", s.Spec.Member, "error", err.Error())
+			continue
+		}
+		p.mu.Lock()
+		if cur := p.summaryLocked(s.Spec.Member); equality.Semantic.DeepEqual(cur.Spec, s.Spec) {
+			delete(p.dirty, s.Spec.Member)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// summaryLocked is the summary of member as seen now, workloads sorted.
+func (p *summaryPublisher) summaryLocked(member string) *v1alpha1.MemberSummary {
+	ws := make([]v1alpha1.WorkloadSummary, 0, len(p.seen[member]))
+	for _, w := range p.seen[member] {
+		ws = append(ws, w)
+	}
+	slices.SortFunc(ws, func(a, b v1alpha1.WorkloadSummary) int {
+		return strings.Compare(workloadKey(a.Namespace, a.Name), workloadKey(b.Namespace, b.Name))
+	})
+	return &v1alpha1.MemberSummary{ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, Name: summaryName(member)},
+		Spec: v1alpha1.MemberSummarySpec{Member: member, Holder: p.identity, Workloads: ws}}
+}
+
+// write creates or updates the member's summary (optimistic lock on what
+// this replica last wrote or read).
+func (p *summaryPublisher) write(ctx context.Context, want *v1alpha1.MemberSummary) error {
+	p.mu.Lock()
+	last := p.written[want.Spec.Member]
+	p.mu.Unlock()
+	if last == nil {
+		cur := &v1alpha1.MemberSummary{}
+		err := p.host.Get(ctx, client.ObjectKeyFromObject(want), cur)
+		switch {
+		case apierrors.IsNotFound(err):
+			if err := p.host.Create(ctx, want, client.FieldOwner(FieldOwner)); err != nil {
+				return fmt.Errorf("creating MemberSummary %s: %w", want.Name, err)
+			}
+			p.remember(want)
+			return nil
+		case err != nil:
+			return fmt.Errorf("getting MemberSummary %s: %w", want.Name, err)
+		}
+		last = cur
+	}
+	if equality.Semantic.DeepEqual(last.Spec, want.Spec) {
+		p.remember(last)
+		return nil
+	}
+	next := last.DeepCopy()
+	next.Spec = want.Spec
+	if err := p.host.Update(ctx, next, client.FieldOwner(FieldOwner)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			p.mu.Lock()
+			delete(p.written, want.Spec.Member) // read again next time
+			p.mu.Unlock()
+		}
+		return fmt.Errorf("updating MemberSummary %s: %w", want.Name, err)
+	}
+	p.remember(next)
+	return nil
+}
+
+func (p *summaryPublisher) remember(s *v1alpha1.MemberSummary) {
+	p.mu.Lock()
+	p.written[s.Spec.Member] = s
+	p.mu.Unlock()
+}
+
+// observer runs on every replica of a sharded manager: for each RSP, it
+// observes the workload in every member this replica holds and hands the
+// observations to the publisher. It writes nothing else.
+type observer struct {
+	r    *Reconciler
+	pub  *summaryPublisher
+	ctrl controller.Controller
+}
+
+func (o *observer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r := o.r
+	rsp := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := r.host.Get(ctx, req.NamespacedName, rsp); err != nil {
+		if apierrors.IsNotFound(err) {
+			o.pub.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	w, err := r.loadWorkload(ctx, rsp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	kfcs, err := r.members.KubeFedClusters(ctx, labels.Everything())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range kfcs {
+		name := kfcs[i].Name
+		if !r.members.HoldsMember(name) {
+			continue
+		}
+		obs, err := r.observeHeld(ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", name)), name, rsp.Namespace, w, o.watches)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		o.pub.set(name, toSummary(rsp.Namespace, rsp.Name, obs))
+	}
+	return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
+}
+
+// watches adds the observer's own member watches (the rebalance
+// controller's run only on the leader).
+func (o *observer) watches(ctx context.Context, cluster string) error {
+	return o.r.memberWatches(ctx, cluster, o.ctrl, "rebalance-observer")
+}
+
+// summaryReader is how the writer of RSPs sees a member it does not hold.
+type summaryReader struct {
+	reader    client.Reader
+	namespace string
+}
+
+// observation is the published observation of the workload in member, or
+// Unknown (keeps what it holds) when no live holder published one: no
+// summary, one written by a replica that does not hold the member now, a
+// holder whose Lease stopped changing, or no entry for the workload yet.
+func (s *summaryReader) observation(ctx context.Context, member, holder string, live bool, ns, name string) observation {
+	unknown := observation{KubefedReady: true, Unknown: true}
+	if s == nil || holder == "" || !live {
+		return unknown
+	}
+	sum := &v1alpha1.MemberSummary{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: summaryName(member)}, sum); err != nil {
+		return unknown
+	}
+	if sum.Spec.Member != member || sum.Spec.Holder != holder {
+		return unknown
+	}
+	for _, w := range sum.Spec.Workloads {
+		if w.Namespace == ns && w.Name == name {
+			return fromSummary(w)
+		}
+	}
+	return unknown
+}

@@ -273,12 +273,9 @@ func (r *Reconciler) saveRecord(ctx context.Context, rsp *fedschedv1a1.ReplicaSc
 		}
 		st.stale = nil
 	default:
-		rec = &v1alpha1.RebalanceRecord{ObjectMeta: metav1.ObjectMeta{Namespace: rsp.Namespace, Name: rsp.Name}, Spec: spec}
-		if err := r.host.Create(ctx, rec, client.FieldOwner(FieldOwner)); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return errStale
-			}
-			return fmt.Errorf("creating RebalanceRecord %s/%s: %w", rsp.Namespace, rsp.Name, err)
+		var err error
+		if rec, err = r.createRecord(ctx, rsp, spec); err != nil {
+			return err
 		}
 	}
 	st.rec = rec
@@ -288,6 +285,19 @@ func (r *Reconciler) saveRecord(ctx context.Context, rsp *fedschedv1a1.ReplicaSc
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// createRecord creates the RSP's record with spec; one already there (made
+// meanwhile) is a stale pass.
+func (r *Reconciler) createRecord(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference, spec v1alpha1.RebalanceRecordSpec) (*v1alpha1.RebalanceRecord, error) {
+	rec := &v1alpha1.RebalanceRecord{ObjectMeta: metav1.ObjectMeta{Namespace: rsp.Namespace, Name: rsp.Name}, Spec: spec}
+	if err := r.host.Create(ctx, rec, client.FieldOwner(FieldOwner)); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, errStale
+		}
+		return nil, fmt.Errorf("creating RebalanceRecord %s/%s: %w", rsp.Namespace, rsp.Name, err)
+	}
+	return rec, nil
 }
 
 // dropLegacyAnnotation removes the legacy annotation from the RSP once the

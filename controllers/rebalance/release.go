@@ -253,14 +253,11 @@ func (r *Reconciler) writeRecord(ctx context.Context, rsp *fedschedv1a1.ReplicaS
 		rec = st.stale
 	}
 	if rec == nil {
-		rec = &v1alpha1.RebalanceRecord{ObjectMeta: metav1.ObjectMeta{Namespace: rsp.Namespace, Name: rsp.Name}, Spec: spec}
-		if err := r.host.Create(ctx, rec, client.FieldOwner(FieldOwner)); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return errStale
-			}
-			return fmt.Errorf("creating RebalanceRecord %s/%s: %w", rsp.Namespace, rsp.Name, err)
+		created, err := r.createRecord(ctx, rsp, spec)
+		if err != nil {
+			return err
 		}
-		st.rec = rec
+		st.rec = created
 		return nil
 	}
 	if equality.Semantic.DeepEqual(rec.Spec, spec) {

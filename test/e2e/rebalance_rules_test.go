@@ -72,25 +72,7 @@ func TestRebalanceRulesPolicyDeletedMidFailover(t *testing.T) {
 
 	samples := recordRSP(t, ns, name)
 	restore()
-	eventually(t, 3*time.Minute, "the user's 1:1 back, replicas split 3/3, the record released", func(ctx context.Context) (bool, string) {
-		r, err := getRSP(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		if !hasWeightsOnly(r, total, map[string]int64{"member1": 1, "member2": 1}) || !stateReleased(ctx, r) {
-			return false, rspString(r) + " " + recordString(t, ns, name)
-		}
-		return split(ctx, ns, name, total/2, total/2)
-	})
-	got := samples.stop()
-	steps := changesOf(got)
-	t.Logf("RSP during the release:\n%s", strings.Join(steps.lines(got[0].at), "\n"))
-	if len(steps) < 3 {
-		t.Errorf("the user's spec returned in one jump, want steps of at most maxStep=2: %v", steps.lines(got[0].at))
-	}
-	if m := minReadyOf(got); m < total {
-		t.Errorf("Ready pods dropped to %d during the release, want at least %d (make-before-break)", m, total)
-	}
+	wantStepwiseRelease(t, ns, name, total, samples, 3*time.Minute)
 }
 
 // A policy deleted while member2 is failed (its API server killed: kubefed
@@ -151,7 +133,16 @@ func TestRebalanceReleaseWaitsForFailedMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	alive = true
-	eventually(t, 4*time.Minute, "the user's 1:1 back, replicas split 3/3, the record released", func(ctx context.Context) (bool, string) {
+	wantStepwiseRelease(t, ns, name, total, samples, 4*time.Minute)
+}
+
+// wantStepwiseRelease waits for the user's 1:1 to be back (replicas split
+// evenly, the record released) and checks, from the samples recorded since
+// the release could start, that it came in steps of at most maxStep=2 and
+// that Ready never fell below the user's total.
+func wantStepwiseRelease(t *testing.T, ns, name string, total int32, samples *rspRecorder, within time.Duration) {
+	t.Helper()
+	eventually(t, within, "the user's 1:1 back, replicas split evenly, the record released", func(ctx context.Context) (bool, string) {
 		r, err := getRSP(ctx, ns, name)
 		if err != nil {
 			return false, err.Error()

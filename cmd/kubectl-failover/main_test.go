@@ -189,6 +189,7 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	})
 	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
+	t.Run("output formats", func(t *testing.T) { testOutputFormats(t, h) })
 	t.Run("completion", func(t *testing.T) { testCompletion(t, h) })
 	t.Run("kubectl get records", func(t *testing.T) { testKubectlGet(t, h) })
 	t.Run("krew release and completion through kubectl", func(t *testing.T) { testKrewRelease(t, h) })
@@ -202,14 +203,18 @@ func testErrors(t *testing.T, h *host) {
 		args []string
 		want []string
 	}{
-		"unknown context":  {[]string{"status", "--kubeconfig=" + h.admin, "--context", "nope"}, []string{`unknown context "nope"`, "kubectl config get-contexts"}},
-		"forbidden":        {[]string{"status", "--kubeconfig=" + h.nobody}, []string{"forbidden", "failoverpolicies.failover.fedfailover.io cluster-wide"}},
-		"unknown member":   {[]string{"plan", "--fail", "nope", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`, "member1, member2"}},
-		"plan needs flag":  {[]string{"plan", "--kubeconfig=" + h.admin}, []string{"fail", "full"}},
-		"bad node arg":     {[]string{"explain", "node", "m1-node-1", "--kubeconfig=" + h.admin}, []string{"want CLUSTER/NODE"}},
-		"bad output":       {[]string{"status", "-o", "table", "--kubeconfig=" + h.admin}, []string{`unknown output format "table"`}},
-		"unknown explain":  {[]string{"explain", "node", "nope/x", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`}},
-		"mutually exclude": {[]string{"plan", "--fail", "member1", "--full", "member2", "--kubeconfig=" + h.admin}, []string{"none of the others can be"}},
+		"unknown context": {[]string{"status", "--kubeconfig=" + h.admin, "--context", "nope"}, []string{`unknown context "nope"`, "kubectl config get-contexts"}},
+		"forbidden":       {[]string{"status", "--kubeconfig=" + h.nobody}, []string{"forbidden", "failoverpolicies.failover.fedfailover.io cluster-wide"}},
+		"unknown member":  {[]string{"plan", "--fail", "nope", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`, "member1, member2"}},
+		"plan needs flag": {[]string{"plan", "--kubeconfig=" + h.admin}, []string{"fail", "full"}},
+		"bad node arg":    {[]string{"explain", "node", "m1-node-1", "--kubeconfig=" + h.admin}, []string{"want CLUSTER/NODE"}},
+		"bad output": {[]string{"status", "-o", "table", "--kubeconfig=" + h.admin},
+			[]string{`unable to match a printer suitable for the output format "table"`, "allowed formats are:", "go-template", "json", "jsonpath", "name", "wide", "yaml"}},
+		"bad plan output":           {[]string{"plan", "--fail", "member1", "-o", "custom-columns=N:.name", "--kubeconfig=" + h.admin}, []string{"allowed formats are:"}},
+		"bad explain output":        {[]string{"explain", "node", "member1/m1-node-1", "-o", "jsn", "--kubeconfig=" + h.admin}, []string{"allowed formats are:"}},
+		"jsonpath without template": {[]string{"status", "-o", "jsonpath", "--kubeconfig=" + h.admin}, []string{"template format specified but no template given"}},
+		"unknown explain":           {[]string{"explain", "node", "nope/x", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`}},
+		"mutually exclude":          {[]string{"plan", "--fail", "member1", "--full", "member2", "--kubeconfig=" + h.admin}, []string{"none of the others can be"}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

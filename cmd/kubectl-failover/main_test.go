@@ -190,6 +190,8 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
 	t.Run("output formats", func(t *testing.T) { testOutputFormats(t, h) })
+	t.Run("watch -o json", func(t *testing.T) { testWatchDocuments(t, h, "json") })
+	t.Run("watch -o yaml", func(t *testing.T) { testWatchDocuments(t, h, "yaml") })
 	t.Run("completion", func(t *testing.T) { testCompletion(t, h) })
 	t.Run("kubectl get records", func(t *testing.T) { testKubectlGet(t, h) })
 	t.Run("krew release and completion through kubectl", func(t *testing.T) { testKrewRelease(t, h) })

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/cli"
 )
 
@@ -103,4 +108,77 @@ func testOutputFormats(t *testing.T, h *host) {
 			t.Errorf("explain -o wide differs from explain:\n%s\n---\n%s", b, a)
 		}
 	})
+}
+
+// testWatchDocuments runs `status --watch -o json|yaml`: a complete
+// document first, then one per change of what the report shows, and none
+// for a change that shows nowhere (an annotation on the policy).
+func testWatchDocuments(t *testing.T, h *host, format string) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out syncBuffer
+	cmd := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+	cmd.SetArgs([]string{"status", "--watch", "-o", format, "--kubeconfig=" + h.admin})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+
+	docs := func() []cli.StatusReport {
+		t.Helper()
+		s := out.String()
+		if s == "" || !strings.HasSuffix(s, "\n") {
+			return nil // nothing yet, or a document still being written
+		}
+		var parts []string
+		if format == "json" {
+			parts = strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+		} else {
+			parts = strings.Split(s, "---\n")
+		}
+		var reports []cli.StatusReport
+		for _, p := range parts {
+			var r cli.StatusReport
+			if err := yaml.Unmarshal([]byte(p), &r); err != nil || r.Kind != cli.KindStatusReport || len(r.Members) != 2 {
+				t.Fatalf("not a complete status document (%v): %q\nall output:\n%s", err, p, s)
+			}
+			reports = append(reports, r)
+		}
+		return reports
+	}
+	waitUntil(t, "the first document", func() bool { return len(docs()) > 0 })
+
+	pol := &v1alpha1.FailoverPolicy{}
+	if err := h.c.Get(ctx, client.ObjectKey{Name: "default"}, pol); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pol.DeepCopy())
+	pol.Annotations = map[string]string{"example.com/watch-" + format: "x"}
+	if err := h.c.Patch(ctx, pol, patch); err != nil {
+		t.Fatal(err)
+	}
+	// The annotation changes the policy's resourceVersion, not the report:
+	// the watch gathers again and prints nothing. (This window lets it see
+	// the annotation alone; the count below is what fails.)
+	time.Sleep(time.Second)
+
+	ready := pol.Status.Members[0].NodesReady + 1
+	pol.Status.Members[0].NodesReady = ready
+	if err := h.c.Status().Update(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a document with the change", func() bool {
+		d := docs()
+		return len(d) > 0 && d[len(d)-1].Members[0].NodesReady == ready
+	})
+	if d := docs(); len(d) != 2 {
+		t.Errorf("%d documents for one change of the report, want 2:\n%s", len(d), out.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch ended with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("watch did not end after Ctrl-C")
+	}
 }

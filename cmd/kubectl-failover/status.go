@@ -23,7 +23,8 @@ func newStatusCommand(root *rootOptions) *cobra.Command {
 		Short: "Members, policies, RSPs, node recoveries and recent decisions",
 		Example: "  kubectl failover status\n  kubectl failover status -o wide\n" +
 			"  kubectl failover status -o yaml\n  kubectl failover status --watch\n" +
-			"  kubectl failover status -o jsonpath='{.members[?(@.connected==false)].name}'",
+			"  kubectl failover status -o jsonpath='{.members[?(@.connected==false)].name}'\n" +
+			"  kubectl failover status --watch -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -41,7 +42,8 @@ func newStatusCommand(root *rootOptions) *cobra.Command {
 		},
 	}
 	o.printFlags.AddFlags(cmd)
-	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "Print the status again whenever an object it shows changes, until Ctrl-C.")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false,
+		"Print the status again whenever an object it shows changes, until Ctrl-C (with -o json, one document per line).")
 	// Kept so scripts that pass it still run: --watch no longer polls.
 	cmd.Flags().Duration("interval", 2*time.Second, "Ignored: --watch redraws on every change.")
 	_ = cmd.Flags().MarkDeprecated("interval", "--watch uses the watch API and redraws on every change")

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 
@@ -117,4 +119,80 @@ func (o *Output) render(r Report) ([]byte, error) {
 		}
 	}
 	return b.Bytes(), nil
+}
+
+// Stream prints a report per change for --watch (not for the tables):
+// with -o json one document per line, with -o yaml documents separated by
+// "---", with the other formats the output of each ending in a newline.
+// A report that would print the same as the last one printed (apart from
+// its time, which differs on every read) is not printed again.
+type Stream struct {
+	out     *Output
+	w       io.Writer
+	printed int
+	last    []byte
+}
+
+// NewStream starts a stream of documents on w.
+func (o *Output) NewStream(w io.Writer) *Stream {
+	return &Stream{out: o, w: w}
+}
+
+// untimed is a report with a time that differs on every read.
+type untimed interface {
+	untimed() Report
+}
+
+// Print prints r unless it shows the same as the last report printed;
+// it says whether it printed.
+func (s *Stream) Print(r Report) (bool, error) {
+	if s.out.table {
+		return false, errors.New("the tables are not printed as a stream")
+	}
+	key := r
+	if u, ok := r.(untimed); ok {
+		key = u.untimed()
+	}
+	k, err := s.document(key)
+	if err != nil {
+		return false, err
+	}
+	if s.printed > 0 && bytes.Equal(k, s.last) {
+		return false, nil
+	}
+	doc := k
+	if key != r {
+		if doc, err = s.document(r); err != nil {
+			return false, err
+		}
+	}
+	if s.printed > 0 && s.out.format == "yaml" {
+		doc = append([]byte("---\n"), doc...)
+	}
+	if _, err := s.w.Write(doc); err != nil {
+		return false, err
+	}
+	s.printed++
+	s.last = k
+	return true, nil
+}
+
+// document renders one document of the stream: JSON on one line, every
+// format ending in a newline.
+func (s *Stream) document(r Report) ([]byte, error) {
+	b, err := s.out.render(r)
+	if err != nil {
+		return nil, err
+	}
+	if s.out.format == "json" {
+		var c bytes.Buffer
+		if err := json.Compact(&c, b); err != nil {
+			return nil, err
+		}
+		b = c.Bytes()
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	return b, nil
 }

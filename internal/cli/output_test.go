@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"sigs.k8s.io/yaml"
 )
 
 // outputErr is the error of -o format.
@@ -114,5 +117,91 @@ func TestReportsAreTypedObjects(t *testing.T) {
 		if c := r.DeepCopyObject(); !bytes.Equal(render(t, "json", c.(Report), nil), render(t, "json", r, nil)) {
 			t.Errorf("%s: the copy prints differently", kind)
 		}
+	}
+}
+
+// A stream prints a document, then one more only when the report shows
+// something else: a new time alone prints nothing.
+func TestStreamPrintsOnlyChanges(t *testing.T) {
+	for _, format := range []string{"json", "yaml", "name", "jsonpath={.members[*].nodesReady}"} {
+		t.Run(format, func(t *testing.T) {
+			var b bytes.Buffer
+			st := outputFor(t, format).NewStream(&b)
+			s := fixture()
+			printed := func(want bool) {
+				t.Helper()
+				r := NewStatusReport(BuildStatus(s))
+				got, err := st.Print(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("printed %v, want %v; output so far:\n%s", got, want, b.String())
+				}
+			}
+			printed(true)
+			s.Now = s.Now.Add(time.Minute)
+			printed(false)
+			if format == "name" {
+				s.Policies = s.Policies[:1] // -o name changes only with the objects
+			} else {
+				s.Policies[0].Status.Members[0].NodesReady++
+			}
+			printed(true)
+			printed(false)
+			checkStream(t, format, b.String(), 2)
+		})
+	}
+}
+
+// checkStream: n documents, each complete; JSON one per line.
+func checkStream(t *testing.T, format, out string, n int) {
+	t.Helper()
+	switch format {
+	case "json":
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if len(lines) != n {
+			t.Fatalf("%d lines, want %d documents:\n%s", len(lines), n, out)
+		}
+		for _, l := range lines {
+			var v StatusView
+			if err := json.Unmarshal([]byte(l), &v); err != nil || len(v.Members) == 0 {
+				t.Errorf("line %q: %v", l, err)
+			}
+		}
+	case "yaml":
+		docs := strings.Split(out, "---\n")
+		if len(docs) != n {
+			t.Fatalf("%d documents, want %d:\n%s", len(docs), n, out)
+		}
+		for _, d := range docs {
+			var v StatusReport
+			if err := yaml.Unmarshal([]byte(d), &v); err != nil || v.Kind != KindStatusReport || len(v.Members) == 0 {
+				t.Errorf("document %q: %v", d, err)
+			}
+		}
+	}
+	if !strings.HasSuffix(out, "\n") {
+		t.Errorf("the stream does not end with a newline: %q", out)
+	}
+}
+
+func TestStreamRefusesTables(t *testing.T) {
+	var b bytes.Buffer
+	if _, err := outputFor(t, "wide").NewStream(&b).Print(NewStatusReport(StatusView{})); err == nil {
+		t.Error("a stream of tables printed")
+	}
+}
+
+// untimed clears only the time.
+func TestUntimed(t *testing.T) {
+	r := NewStatusReport(BuildStatus(fixture()))
+	u := r.untimed().(*StatusReport)
+	if !u.Time.IsZero() || r.Time.IsZero() {
+		t.Fatalf("untimed: %v, original %v", u.Time, r.Time)
+	}
+	u.Time = r.Time
+	if !reflect.DeepEqual(u, r) {
+		t.Error("untimed changed more than the time")
 	}
 }

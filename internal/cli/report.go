@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,6 +82,14 @@ func (r *StatusReport) Objects() []runtime.Object {
 // DeepCopyObject copies the report through JSON, the form every printer
 // reads.
 func (r *StatusReport) DeepCopyObject() runtime.Object { return copyThroughJSON(r) }
+
+// untimed is the report without its time, which differs on every read:
+// --watch prints a new document only when this changed.
+func (r *StatusReport) untimed() Report {
+	c := *r
+	c.Time = time.Time{}
+	return &c
+}
 
 // NodeExplanation is the explanation of a node as an object.
 type NodeExplanation struct {

@@ -473,7 +473,8 @@ func create(t *testing.T, c client.Client, o client.Object) {
 
 // testDocs runs every `$ kubectl failover ...` line of docs/cli.md against
 // the seeded host. A line ending in "# fails: TEXT" must fail with TEXT;
-// --watch lines run for two seconds.
+// --watch lines run for two seconds. Single quotes group words as in a
+// shell (the -o templates).
 func testDocs(t *testing.T, h *host) {
 	runDocCommands(t, h.admin)
 }
@@ -489,12 +490,43 @@ func runDocCommands(t *testing.T, kubeconfig string) {
 		}
 		n++
 		cmdline, fails, _ := strings.Cut(cmdline, "# fails: ")
-		args := append(strings.Fields(cmdline), "--kubeconfig="+kubeconfig)
+		args := append(shellWords(t, cmdline), "--kubeconfig="+kubeconfig)
 		t.Run(strings.TrimSpace(cmdline), func(t *testing.T) { runDocCommand(t, args, strings.TrimSpace(fails)) })
 	}
 	if n < 8 {
 		t.Fatalf("found only %d commands in docs/cli.md", n)
 	}
+}
+
+// shellWords splits a command line as a shell does with single quotes
+// only: a quoted part is literal, spaces included.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var word strings.Builder
+	inWord, quoted := false, false
+	for _, r := range line {
+		switch {
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case !quoted && (r == ' ' || r == '\t'):
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+			}
+			inWord = false
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced single quote in %q", line)
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
 }
 
 func runDocCommand(t *testing.T, args []string, fails string) {

@@ -20,15 +20,17 @@ func newExplainCommand(root *rootOptions) *cobra.Command {
 }
 
 func newExplainNodeCommand(root *rootOptions) *cobra.Command {
-	var output string
+	printFlags := cli.NewPrintFlags()
 	cmd := &cobra.Command{
-		Use:               "node CLUSTER/NODE",
-		Short:             "Why a member node was or was not recovered",
-		Example:           "  kubectl failover explain node member1/member1-node-2\n  kubectl failover explain node member1/member1-node-2 -o json",
+		Use:   "node CLUSTER/NODE",
+		Short: "Why a member node was or was not recovered",
+		Example: "  kubectl failover explain node member1/member1-node-2\n  kubectl failover explain node member1/member1-node-2 -o json\n" +
+			"  kubectl failover explain node member1/member1-node-2 -o jsonpath='{.verdict}'",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: root.completeNodes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := validateOutput(output); err != nil {
+			output, err := printFlags.Output()
+			if err != nil {
 				return err
 			}
 			cluster, node, ok := strings.Cut(args[0], "/")
@@ -38,11 +40,11 @@ func newExplainNodeCommand(root *rootOptions) *cobra.Command {
 			return explainNode(cmd, root, output, cluster, node)
 		},
 	}
-	addOutputFlag(cmd, &output)
+	printFlags.AddFlags(cmd)
 	return cmd
 }
 
-func explainNode(cmd *cobra.Command, root *rootOptions, output, cluster, node string) error {
+func explainNode(cmd *cobra.Command, root *rootOptions, output *cli.Output, cluster, node string) error {
 	ctx := cmd.Context()
 	s, err := root.gather(ctx, cmd)
 	if err != nil {
@@ -60,5 +62,5 @@ func explainNode(cmd *cobra.Command, root *rootOptions, output, cluster, node st
 	if err != nil {
 		return err
 	}
-	return cli.Print(root.streams.Out, output, e, func(w io.Writer, _ bool) error { return cli.RenderExplanation(w, e, s.Now) })
+	return output.Print(root.streams.Out, cli.NewNodeExplanation(e), func(w io.Writer, _ bool) error { return cli.RenderExplanation(w, e, s.Now) })
 }

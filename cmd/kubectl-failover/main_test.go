@@ -189,6 +189,9 @@ func TestCommandsOnAPIServer(t *testing.T) {
 	})
 	t.Run("errors", func(t *testing.T) { testErrors(t, h) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, h) })
+	t.Run("output formats", func(t *testing.T) { testOutputFormats(t, h) })
+	t.Run("watch -o json", func(t *testing.T) { testWatchDocuments(t, h, "json") })
+	t.Run("watch -o yaml", func(t *testing.T) { testWatchDocuments(t, h, "yaml") })
 	t.Run("completion", func(t *testing.T) { testCompletion(t, h) })
 	t.Run("kubectl get records", func(t *testing.T) { testKubectlGet(t, h) })
 	t.Run("krew release and completion through kubectl", func(t *testing.T) { testKrewRelease(t, h) })
@@ -202,14 +205,18 @@ func testErrors(t *testing.T, h *host) {
 		args []string
 		want []string
 	}{
-		"unknown context":  {[]string{"status", "--kubeconfig=" + h.admin, "--context", "nope"}, []string{`unknown context "nope"`, "kubectl config get-contexts"}},
-		"forbidden":        {[]string{"status", "--kubeconfig=" + h.nobody}, []string{"forbidden", "failoverpolicies.failover.fedfailover.io cluster-wide"}},
-		"unknown member":   {[]string{"plan", "--fail", "nope", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`, "member1, member2"}},
-		"plan needs flag":  {[]string{"plan", "--kubeconfig=" + h.admin}, []string{"fail", "full"}},
-		"bad node arg":     {[]string{"explain", "node", "m1-node-1", "--kubeconfig=" + h.admin}, []string{"want CLUSTER/NODE"}},
-		"bad output":       {[]string{"status", "-o", "table", "--kubeconfig=" + h.admin}, []string{`unknown output format "table"`}},
-		"unknown explain":  {[]string{"explain", "node", "nope/x", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`}},
-		"mutually exclude": {[]string{"plan", "--fail", "member1", "--full", "member2", "--kubeconfig=" + h.admin}, []string{"none of the others can be"}},
+		"unknown context": {[]string{"status", "--kubeconfig=" + h.admin, "--context", "nope"}, []string{`unknown context "nope"`, "kubectl config get-contexts"}},
+		"forbidden":       {[]string{"status", "--kubeconfig=" + h.nobody}, []string{"forbidden", "failoverpolicies.failover.fedfailover.io cluster-wide"}},
+		"unknown member":  {[]string{"plan", "--fail", "nope", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`, "member1, member2"}},
+		"plan needs flag": {[]string{"plan", "--kubeconfig=" + h.admin}, []string{"fail", "full"}},
+		"bad node arg":    {[]string{"explain", "node", "m1-node-1", "--kubeconfig=" + h.admin}, []string{"want CLUSTER/NODE"}},
+		"bad output": {[]string{"status", "-o", "table", "--kubeconfig=" + h.admin},
+			[]string{`unable to match a printer suitable for the output format "table"`, "allowed formats are:", "go-template", "json", "jsonpath", "name", "wide", "yaml"}},
+		"bad plan output":           {[]string{"plan", "--fail", "member1", "-o", "custom-columns=N:.name", "--kubeconfig=" + h.admin}, []string{"allowed formats are:"}},
+		"bad explain output":        {[]string{"explain", "node", "member1/m1-node-1", "-o", "jsn", "--kubeconfig=" + h.admin}, []string{"allowed formats are:"}},
+		"jsonpath without template": {[]string{"status", "-o", "jsonpath", "--kubeconfig=" + h.admin}, []string{"template format specified but no template given"}},
+		"unknown explain":           {[]string{"explain", "node", "nope/x", "--kubeconfig=" + h.admin}, []string{`unknown member cluster "nope"`}},
+		"mutually exclude":          {[]string{"plan", "--fail", "member1", "--full", "member2", "--kubeconfig=" + h.admin}, []string{"none of the others can be"}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -466,7 +473,8 @@ func create(t *testing.T, c client.Client, o client.Object) {
 
 // testDocs runs every `$ kubectl failover ...` line of docs/cli.md against
 // the seeded host. A line ending in "# fails: TEXT" must fail with TEXT;
-// --watch lines run for two seconds.
+// --watch lines run for two seconds. Single quotes group words as in a
+// shell (the -o templates).
 func testDocs(t *testing.T, h *host) {
 	runDocCommands(t, h.admin)
 }
@@ -482,12 +490,43 @@ func runDocCommands(t *testing.T, kubeconfig string) {
 		}
 		n++
 		cmdline, fails, _ := strings.Cut(cmdline, "# fails: ")
-		args := append(strings.Fields(cmdline), "--kubeconfig="+kubeconfig)
+		args := append(shellWords(t, cmdline), "--kubeconfig="+kubeconfig)
 		t.Run(strings.TrimSpace(cmdline), func(t *testing.T) { runDocCommand(t, args, strings.TrimSpace(fails)) })
 	}
 	if n < 8 {
 		t.Fatalf("found only %d commands in docs/cli.md", n)
 	}
+}
+
+// shellWords splits a command line as a shell does with single quotes
+// only: a quoted part is literal, spaces included.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var word strings.Builder
+	inWord, quoted := false, false
+	for _, r := range line {
+		switch {
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case !quoted && (r == ' ' || r == '\t'):
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+			}
+			inWord = false
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced single quote in %q", line)
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
 }
 
 func runDocCommand(t *testing.T, args []string, fails string) {

@@ -9,7 +9,8 @@ import (
 )
 
 func newPlanCommand(root *rootOptions) *cobra.Command {
-	var output, fail, full string
+	var fail, full string
+	printFlags := cli.NewPrintFlags()
 	cmd := &cobra.Command{
 		Use:   "plan (--fail CLUSTER | --full CLUSTER)",
 		Short: "Preview how fedfailover would change RSPs if a member failed or filled up (writes nothing)",
@@ -17,10 +18,12 @@ func newPlanCommand(root *rootOptions) *cobra.Command {
 			"had failed (--fail) or run out of capacity (--full), and prints the placement it would write.\n" +
 			"The host does not see member capacity: other healthy members are assumed to have room,\n" +
 			"and a --full member is assumed to run none of the workload's replicas (worst case).",
-		Example: "  kubectl failover plan --fail member2\n  kubectl failover plan --full member1 -o wide",
-		Args:    cobra.NoArgs,
+		Example: "  kubectl failover plan --fail member2\n  kubectl failover plan --full member1 -o wide\n" +
+			"  kubectl failover plan --fail member2 -o name",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(output); err != nil {
+			output, err := printFlags.Output()
+			if err != nil {
 				return err
 			}
 			sc := cli.Scenario{Cluster: fail}
@@ -35,10 +38,10 @@ func newPlanCommand(root *rootOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cli.Print(root.streams.Out, output, v, func(w io.Writer, wide bool) error { return cli.RenderPlan(w, v, wide) })
+			return output.Print(root.streams.Out, cli.NewPlanReport(v), func(w io.Writer, wide bool) error { return cli.RenderPlan(w, v, wide) })
 		},
 	}
-	addOutputFlag(cmd, &output)
+	printFlags.AddFlags(cmd)
 	cmd.Flags().StringVar(&fail, "fail", "", "Member cluster assumed failed (disconnected or not Ready).")
 	cmd.Flags().StringVar(&full, "full", "", "Member cluster assumed out of capacity.")
 	_ = cmd.RegisterFlagCompletionFunc("fail", root.completeMembers)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -136,19 +135,4 @@ func ptrValue(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// addOutputFlag adds -o with the formats every command accepts.
-func addOutputFlag(cmd *cobra.Command, output *string) {
-	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: wide, json or yaml (default: tables).")
-	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
-	})
-}
-
-func validateOutput(output string) error {
-	if !slices.Contains(cli.Outputs, output) {
-		return fmt.Errorf("unknown output format %q: use %s", output, strings.Join(cli.Outputs[1:], ", "))
-	}
-	return nil
 }

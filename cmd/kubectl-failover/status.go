@@ -11,20 +11,24 @@ import (
 
 type statusOptions struct {
 	*rootOptions
-	output string
-	watch  bool
+	printFlags *cli.PrintFlags
+	output     *cli.Output
+	watch      bool
 }
 
 func newStatusCommand(root *rootOptions) *cobra.Command {
-	o := &statusOptions{rootOptions: root}
+	o := &statusOptions{rootOptions: root, printFlags: cli.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Members, policies, RSPs, node recoveries and recent decisions",
 		Example: "  kubectl failover status\n  kubectl failover status -o wide\n" +
-			"  kubectl failover status -o yaml\n  kubectl failover status --watch",
+			"  kubectl failover status -o yaml\n  kubectl failover status --watch\n" +
+			"  kubectl failover status -o jsonpath='{.members[?(@.connected==false)].name}'\n" +
+			"  kubectl failover status --watch -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateOutput(o.output); err != nil {
+			var err error
+			if o.output, err = o.printFlags.Output(); err != nil {
 				return err
 			}
 			if o.watch {
@@ -37,8 +41,9 @@ func newStatusCommand(root *rootOptions) *cobra.Command {
 			return o.print(o.streams.Out, s)
 		},
 	}
-	addOutputFlag(cmd, &o.output)
-	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "Print the status again whenever an object it shows changes, until Ctrl-C.")
+	o.printFlags.AddFlags(cmd)
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false,
+		"Print the status again whenever an object it shows changes, until Ctrl-C (with -o json, one document per line).")
 	// Kept so scripts that pass it still run: --watch no longer polls.
 	cmd.Flags().Duration("interval", 2*time.Second, "Ignored: --watch redraws on every change.")
 	_ = cmd.Flags().MarkDeprecated("interval", "--watch uses the watch API and redraws on every change")
@@ -47,5 +52,5 @@ func newStatusCommand(root *rootOptions) *cobra.Command {
 
 func (o *statusOptions) print(w io.Writer, s *cli.Snapshot) error {
 	v := cli.BuildStatus(s)
-	return cli.Print(w, o.output, v, func(w io.Writer, wide bool) error { return cli.RenderStatus(w, v, wide) })
+	return o.output.Print(w, cli.NewStatusReport(v), func(w io.Writer, wide bool) error { return cli.RenderStatus(w, v, wide) })
 }

@@ -25,7 +25,9 @@ import (
 // permissions fail with the same messages as without --watch. Then an
 // informer per kind the status reads lists once and follows the watch API
 // (no polling); every change re-renders from the informers' cache, and
-// prints only when an object's resourceVersion changed.
+// prints only when an object's resourceVersion changed: the tables under a
+// time line, any other -o as the next document of a stream, and only when
+// the document differs from the last one printed (apart from its time).
 func (o *statusOptions) watchStatus(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	src, err := o.source(cmd)
@@ -36,7 +38,11 @@ func (o *statusOptions) watchStatus(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if err := o.print(o.streams.Out, s); err != nil {
+	var stream *cli.Stream
+	if !o.output.Table() {
+		stream = o.output.NewStream(o.streams.Out)
+	}
+	if err := o.printWatched(stream, s, true); err != nil {
 		return err
 	}
 	w, err := o.startWatch(ctx, src)
@@ -75,16 +81,25 @@ func (o *statusOptions) watchStatus(cmd *cobra.Command) error {
 			_, _ = fmt.Fprintln(o.streams.ErrOut, "error:", err)
 		case s.Fingerprint() != last:
 			last = s.Fingerprint()
-			if err := o.printWatched(s); err != nil {
+			if err := o.printWatched(stream, s, false); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func (o *statusOptions) printWatched(s *cli.Snapshot) error {
-	if _, err := fmt.Fprintf(o.streams.Out, "\n--- %s ---\n", s.Now.UTC().Format(time.RFC3339)); err != nil {
+// printWatched prints the status as --watch does: the first tables as
+// without it, the next ones under a time line; with another -o, the next
+// document of the stream.
+func (o *statusOptions) printWatched(stream *cli.Stream, s *cli.Snapshot, first bool) error {
+	if stream != nil {
+		_, err := stream.Print(cli.NewStatusReport(cli.BuildStatus(s)))
 		return err
+	}
+	if !first {
+		if _, err := fmt.Fprintf(o.streams.Out, "\n--- %s ---\n", s.Now.UTC().Format(time.RFC3339)); err != nil {
+			return err
+		}
 	}
 	return o.print(o.streams.Out, s)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -38,10 +39,28 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func render(t *testing.T, format string, v any, table func(*bytes.Buffer, bool) error) []byte {
+// outputFor is what -o format asks for.
+func outputFor(t *testing.T, format string) *Output {
+	t.Helper()
+	f := NewPrintFlags()
+	cmd := &cobra.Command{}
+	f.AddFlags(cmd)
+	if format != "" {
+		if err := cmd.Flags().Set("output", format); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := f.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func render(t *testing.T, format string, r Report, table func(*bytes.Buffer, bool) error) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := Print(&b, format, v, func(_ io.Writer, wide bool) error { return table(&b, wide) }); err != nil {
+	if err := outputFor(t, format).Print(&b, r, func(_ io.Writer, wide bool) error { return table(&b, wide) }); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -50,14 +69,16 @@ func render(t *testing.T, format string, v any, table func(*bytes.Buffer, bool) 
 func TestStatusGolden(t *testing.T) {
 	v := BuildStatus(fixture())
 	table := func(b *bytes.Buffer, wide bool) error { return RenderStatus(b, v, wide) }
-	for name, format := range map[string]string{"status": "", "status-wide": "wide", "status-json": "json", "status-yaml": "yaml"} {
-		t.Run(name, func(t *testing.T) { golden(t, name, render(t, format, v, table)) })
+	for name, format := range map[string]string{"status": "", "status-wide": "wide", "status-json": "json", "status-yaml": "yaml",
+		"status-name": "name", "status-jsonpath": "jsonpath={range .members[*]}{.name}={.kubefedReady}{\"\\n\"}{end}",
+		"status-go-template": `go-template={{.kind}} {{len .replicaSchedulingPreferences}} RSPs{{"\n"}}`} {
+		t.Run(name, func(t *testing.T) { golden(t, name, render(t, format, NewStatusReport(v), table)) })
 	}
 }
 
 func TestStatusEmptyGolden(t *testing.T) {
 	v := BuildStatus(&Snapshot{Now: now})
-	golden(t, "status-empty", render(t, "", v, func(b *bytes.Buffer, wide bool) error { return RenderStatus(b, v, wide) }))
+	golden(t, "status-empty", render(t, "", NewStatusReport(v), func(b *bytes.Buffer, wide bool) error { return RenderStatus(b, v, wide) }))
 }
 
 func TestExplainGolden(t *testing.T) {
@@ -82,7 +103,12 @@ func TestExplainGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name, render(t, "", e, func(b *bytes.Buffer, _ bool) error { return RenderExplanation(b, e, now) }))
+			table := func(b *bytes.Buffer, _ bool) error { return RenderExplanation(b, e, now) }
+			golden(t, name, render(t, "", NewNodeExplanation(e), table))
+			if name == "explain-recovered" {
+				golden(t, name+"-yaml", render(t, "yaml", NewNodeExplanation(e), table))
+				golden(t, name+"-name", render(t, "name", NewNodeExplanation(e), table))
+			}
 		})
 	}
 }
@@ -102,6 +128,7 @@ func TestPlanGolden(t *testing.T) {
 		"plan-fail-member1-wide": {Scenario{Cluster: "member1"}, "wide"},
 		"plan-full-member3":      {Scenario{Cluster: "member3", Full: true}, ""},
 		"plan-full-member3-json": {Scenario{Cluster: "member3", Full: true}, "json"},
+		"plan-fail-member1-name": {Scenario{Cluster: "member1"}, "name"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -109,7 +136,7 @@ func TestPlanGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name, render(t, c.format, v, func(b *bytes.Buffer, wide bool) error { return RenderPlan(b, v, wide) }))
+			golden(t, name, render(t, c.format, NewPlanReport(v), func(b *bytes.Buffer, wide bool) error { return RenderPlan(b, v, wide) }))
 		})
 	}
 }

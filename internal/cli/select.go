@@ -46,11 +46,14 @@ func (s *Snapshot) recoveryPolicy(cluster string) policy.Selection {
 	return policy.ForMember(s.Policies, l)
 }
 
+// kubefedMissing is a member's KubefedReady when it has no KubeFedCluster.
+const kubefedMissing = "Missing"
+
 // kubefedReady is the status of the KubeFedCluster's Ready condition.
 func (s *Snapshot) kubefedReady(name string) string {
 	k := s.cluster(name)
 	if k == nil {
-		return "Missing"
+		return kubefedMissing
 	}
 	for _, c := range k.Status.Conditions {
 		if c.Type == "Ready" {

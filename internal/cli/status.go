@@ -11,8 +11,8 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 )
 
-// StatusView is what `kubectl failover status` shows (and prints as JSON
-// or YAML with -o json|yaml).
+// StatusView is what `kubectl failover status` shows (with -o, as the
+// fields of a StatusReport).
 type StatusView struct {
 	Time       time.Time     `json:"time"`
 	Members    []MemberRow   `json:"members"`

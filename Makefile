@@ -161,11 +161,13 @@ verify: generate manifests ## Fail when generated files or formatting are stale.
 # completion, kustomize), helm (chart rendering tests) and krew (the plugin
 # release test).
 .PHONY: test-unit
-test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew), and the image builder's test.
+test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew), and the image builder's and SBOM generator's tests.
 	$(call step,unit and envtest tests)
 	@go test $(GO_TEST_FLAGS) ./...
 	$(call step,manager image (hack/tools/image: builds both platforms, runs the amd64 manager))
 	@cd hack/tools/image && go test $(GO_TEST_FLAGS) -timeout 30m ./...
+	$(call step,release SBOMs (hack/tools/sbom: SPDX of the real plugin, in an archive and an image layout))
+	@cd hack/tools/sbom && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
 # Packages whose tests need the local federation (build tag e2e). They run one
 # package at a time: two federations on two cores would make timings noisy.

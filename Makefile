@@ -129,22 +129,61 @@ RELEASE_DIR ?= _output/release
 IMAGE_DIR ?= _output/image
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_SOURCE ?= https://github.com/fedfailover/fedfailover
+# The chart's version and appVersion: VERSION without its "v".
+CHART_VERSION := $(VERSION:v%=%)
+# Where the release's files are downloaded from (the krew manifest's and
+# the SBOMs' URLs): RELEASE_URL, else the GitHub release of VERSION.
+RELEASE_DOWNLOAD = $(or $(RELEASE_URL),https://github.com/fedfailover/fedfailover/releases/download/$(VERSION))
+RELEASE_IMAGE_TAR = fedfailover-image_$(VERSION).oci.tar
+RELEASE_ENV = VERSION="$(VERSION)" REVISION="$(REVISION)" PLATFORMS="$(PLATFORMS)" IMAGE_DIR="$(IMAGE_DIR)" IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)"
 
 # No container daemon: hack/tools/image (go-containerregistry) builds a
 # static manager per platform and writes the image index as an OCI layout.
 # SOURCE_DATE_EPOCH sets the image's timestamps (default: the Unix epoch).
+IMAGE_BUILD = cd hack/tools/image && go run . --repo "$(CURDIR)" --out "$(abspath $(IMAGE_DIR))" --platforms "$(IMAGE_PLATFORMS)" \
+	--version "$(VERSION)" --revision "$(REVISION)" --source "$(IMAGE_SOURCE)" --ldflags "$(VERSION_LDFLAGS)"
+
 .PHONY: image
 image: ## The manager image (OCI index linux/amd64 + linux/arm64, static binary, user 65532) as an OCI layout in _output/image/, no container daemon needed (VERSION, REVISION, IMAGE_PLATFORMS override); push it with crane or skopeo.
 	$(call step,building the manager image $(VERSION) into $(IMAGE_DIR))
-	@cd hack/tools/image && go run . --repo "$(CURDIR)" --out "$(abspath $(IMAGE_DIR))" --platforms "$(IMAGE_PLATFORMS)" \
-		--version "$(VERSION)" --revision "$(REVISION)" --source "$(IMAGE_SOURCE)" --ldflags "$(VERSION_LDFLAGS)"
+	@$(IMAGE_BUILD)
 
+# Everything of a release in RELEASE_DIR (docs/release.md): the plugin
+# archives and krew manifest (hack/release.sh, checked with krew), the image
+# as a tar of its OCI layout (also left in IMAGE_DIR), the Helm chart
+# package, an SPDX SBOM of the image and of each archive (hack/tools/sbom),
+# the release notes, MANIFEST and SHA256SUMS; then the folder is checked to
+# hold exactly that (hack/release-folder.sh).
 .PHONY: release
-release: $(BIN)/krew $(BIN)/validate-krew-manifest ## kubectl plugin archives (linux/darwin x amd64/arm64) and the krew manifest in _output/release/, checked with krew (PLATFORMS, VERSION, RELEASE_URL override).
+release: $(BIN)/krew $(BIN)/validate-krew-manifest $(BIN)/helm ## The release in _output/release/: plugin archives + krew manifest, manager image (OCI layout tar), Helm chart, SPDX SBOMs, release notes, MANIFEST, SHA256SUMS; checked (VERSION, PLATFORMS, RELEASE_URL override).
+	$(call step,emptying $(RELEASE_DIR) for release $(VERSION))
+	@hack/release-folder.sh clean $(RELEASE_DIR)
 	$(call step,building the kubectl plugin archives and the krew manifest)
 	@VERSION="$(VERSION)" REVISION="$(REVISION)" PLATFORMS="$(PLATFORMS)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh $(RELEASE_DIR)
-	$(call step,checking the release with krew)
+	$(call step,checking the plugin release with krew)
 	@hack/verify-krew.sh $(RELEASE_DIR)
+	$(call step,building the manager image $(VERSION) into $(IMAGE_DIR) and packing it as $(RELEASE_IMAGE_TAR))
+	@$(IMAGE_BUILD)
+	@tar -C $(IMAGE_DIR) --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf $(RELEASE_DIR)/$(RELEASE_IMAGE_TAR) oci-layout index.json blobs
+	$(call step,packaging the Helm chart $(CHART_VERSION))
+	@helm package charts/fedfailover --version "$(CHART_VERSION)" --app-version "$(CHART_VERSION)" --destination $(RELEASE_DIR) >/dev/null
+	$(call step,writing the SBOMs (SPDX 2.3) of the image and each plugin archive)
+	@cd hack/tools/sbom && go run . --out "$(abspath $(RELEASE_DIR))" --version "$(VERSION)" --download-url "$(RELEASE_DOWNLOAD)" \
+		"$(abspath $(RELEASE_DIR))/$(RELEASE_IMAGE_TAR)" "$(abspath $(RELEASE_DIR))"/kubectl-failover_*.tar.gz
+	$(call step,extracting the release notes of $(VERSION) from CHANGELOG.md)
+	@$(RELEASE_ENV) hack/release-folder.sh notes $(RELEASE_DIR)
+	$(call step,writing MANIFEST and SHA256SUMS)
+	@$(RELEASE_ENV) hack/release-folder.sh index $(RELEASE_DIR)
+	$(call step,checking $(RELEASE_DIR) holds every file of the release)
+	@$(RELEASE_ENV) hack/release-folder.sh verify $(RELEASE_DIR)
+
+# Helm installs crds/ on the first install only and never upgrades them:
+# apply them before `helm upgrade` (docs/release.md#upgrading). Server-side,
+# taking the fields over from Helm's first install.
+.PHONY: install-crds
+install-crds: $(BIN)/kubectl ## Apply the chart's CRDs (charts/fedfailover/crds/) server-side to the current kubectl context: run it before every helm upgrade.
+	$(call step,applying charts/fedfailover/crds/ server-side to $$(kubectl config current-context))
+	@kubectl apply --server-side --force-conflicts --field-manager fedfailover-crds -f charts/fedfailover/crds/
 
 ##@ Test
 GO_TEST_FLAGS ?= -count=1
@@ -161,11 +200,13 @@ verify: generate manifests ## Fail when generated files or formatting are stale.
 # completion, kustomize), helm (chart rendering tests) and krew (the plugin
 # release test).
 .PHONY: test-unit
-test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew), and the image builder's test.
+test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TOOLS) ## Unit, fuzz-seed and envtest API tests (with promtool and krew), and the image builder's and SBOM generator's tests.
 	$(call step,unit and envtest tests)
 	@go test $(GO_TEST_FLAGS) ./...
 	$(call step,manager image (hack/tools/image: builds both platforms, runs the amd64 manager))
 	@cd hack/tools/image && go test $(GO_TEST_FLAGS) -timeout 30m ./...
+	$(call step,release SBOMs (hack/tools/sbom: SPDX of the real plugin, in an archive and an image layout))
+	@cd hack/tools/sbom && go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
 # Packages whose tests need the local federation (build tag e2e). They run one
 # package at a time: two federations on two cores would make timings noisy.

@@ -1,0 +1,3 @@
+module github.com/fedfailover/fedfailover/hack/tools/sbom
+
+go 1.26.0

@@ -36,6 +36,29 @@ const (
 	// evidence is used for that member's nodes. Reported only by policies
 	// with node recovery enabled.
 	ConditionMachineEvidenceUnavailable = "MachineEvidenceUnavailable"
+	// ConditionFailoverReady (N+1 readiness) is True while, for every
+	// managed ReplicaSchedulingPreference and every member, the other
+	// members have room for the RSP's replicas if that member failed now;
+	// False naming the worst member and RSP and how many replicas would
+	// stay Pending; Unknown while a member's room is unknown (unobserved)
+	// or an RSP is held. An estimate from capacity.Fit (requests against
+	// allocatable). Reported only by policies with rebalancing enabled.
+	ConditionFailoverReady = "FailoverReady"
+)
+
+// Reasons of the FailoverReady condition.
+const (
+	// ReasonFailuresAbsorbed: True; any one member's failure now would
+	// leave no replica of a managed RSP without room.
+	ReasonFailuresAbsorbed = "FailuresAbsorbed"
+	// ReasonFailoverShortfall: False; some member's failure now would
+	// leave replicas of a managed RSP Pending (the message names the worst
+	// member, RSP and shortfall).
+	ReasonFailoverShortfall = "FailoverShortfall"
+	// ReasonReadinessUnknown: Unknown; some member's room is unknown
+	// (fedfailover cannot read it now) or a managed RSP is held, and no
+	// known shortfall makes it False.
+	ReasonReadinessUnknown = "ReadinessUnknown"
 )
 
 // Reasons of the MachineEvidenceUnavailable condition (and of the

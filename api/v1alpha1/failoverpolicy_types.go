@@ -318,7 +318,8 @@ type FailoverPolicyStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Ready, MembersConnected, StormActive, FencingBlocked,
-	// Rebalancing.
+	// Rebalancing, RebalanceSuspended, FailoverReady, and more (see
+	// conditions.go).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -347,11 +348,60 @@ type FailoverPolicyStatus struct {
 	// +kubebuilder:validation:MaxItems=256
 	Rebalances []RebalanceStatus `json:"rebalances,omitempty"`
 
+	// FailoverReadiness is the N+1 estimate of each managed RSP, as the
+	// last rebalance pass over it made it: per member, the replicas the RSP
+	// places there, the room counted for it, and how many replicas would
+	// stay Pending if it failed now. Held RSPs are not listed; the
+	// FailoverReady condition sums it up.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	FailoverReadiness []RSPReadiness `json:"failoverReadiness,omitempty"`
+
 	// RecentDecisions is a bounded log of recent actions, newest first.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=20
 	RecentDecisions []Decision `json:"recentDecisions,omitempty"`
+}
+
+// RSPReadiness is the N+1 estimate of one managed RSP: what each member's
+// failure now would leave Pending (docs/rebalance.md, Failover readiness).
+type RSPReadiness struct {
+	// Namespace and Name of the ReplicaSchedulingPreference.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// TotalReplicas is the user's totalReplicas: what the members left
+	// after a failure must run.
+	TotalReplicas int32 `json:"totalReplicas"`
+	// Members lists each member the policy selects.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Members []MemberReadiness `json:"members,omitempty"`
+}
+
+// MemberReadiness is one member's part in an RSP's N+1 estimate.
+type MemberReadiness struct {
+	// Name of the KubeFedCluster.
+	Name string `json:"name"`
+	// Replicas is how many replicas the RSP places on the member now.
+	Replicas int32 `json:"replicas"`
+	// Room is how many of the workload's replicas the member can run (its
+	// Running and Ready replicas plus what capacity.Fit says fits more,
+	// within what the RSP lets kubefed give it), at most totalReplicas;
+	// 0 when the member is failed, what it holds when it is unobserved.
+	Room int32 `json:"room"`
+	// Unobserved: fedfailover's own view says nothing about the member now
+	// (its cache syncing, unreachable): its room is unknown.
+	// +optional
+	Unobserved bool `json:"unobserved,omitempty"`
+	// Shortfall is how many of totalReplicas the other members have no
+	// room for: they would stay Pending if this member failed now. Absent
+	// when not known (another member is unobserved).
+	// +optional
+	Shortfall *int32 `json:"shortfall,omitempty"`
 }
 
 // MemberStatus summarises one member cluster.

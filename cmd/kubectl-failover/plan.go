@@ -17,7 +17,9 @@ func newPlanCommand(root *rootOptions) *cobra.Command {
 		Long: "plan runs fedfailover's own RSP planner on the host's current state as if a member\n" +
 			"had failed (--fail) or run out of capacity (--full), and prints the placement it would write.\n" +
 			"The host does not see member capacity: other healthy members are assumed to have room,\n" +
-			"and a --full member is assumed to run none of the workload's replicas (worst case).",
+			"and a --full member is assumed to run none of the workload's replicas (worst case).\n" +
+			"With --fail it also prints, per RSP, how many replicas the other members would have no room for\n" +
+			"(N+1 readiness), from the room the manager last published in the policy's status.failoverReadiness.",
 		Example: "  kubectl failover plan --fail member2\n  kubectl failover plan --full member1 -o wide\n" +
 			"  kubectl failover plan --fail member2 -o name",
 		Args: cobra.NoArgs,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -89,8 +90,16 @@ func TestInvalidSelectorHoldsShiftedRSP(t *testing.T) {
 	if len(st.Rebalances) != 1 || !st.Rebalances[0].Shifted || st.Rebalances[0].Reason != v1alpha1.ReasonInvalidSelector {
 		t.Errorf("rebalances %+v", st.Rebalances)
 	}
-	if len(st.Conditions) != 2 || st.Conditions[0].Reason != v1alpha1.ReasonRebalanceHeld || !strings.Contains(st.Conditions[0].Message, "demo/web") {
+	if len(st.Conditions) != 3 || st.Conditions[0].Reason != v1alpha1.ReasonRebalanceHeld || !strings.Contains(st.Conditions[0].Message, "demo/web") {
 		t.Errorf("conditions %+v", st.Conditions)
+	}
+	// Not assessed while held: N+1 readiness is not known.
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionFailoverReady); c == nil || c.Status != metav1.ConditionUnknown ||
+		c.Reason != v1alpha1.ReasonReadinessUnknown || !strings.Contains(c.Message, "held, not assessed: demo/web") {
+		t.Errorf("FailoverReady %+v, want Unknown naming demo/web held", c)
+	}
+	if len(st.FailoverReadiness) != 0 {
+		t.Errorf("failoverReadiness %+v of a held RSP", st.FailoverReadiness)
 	}
 	if len(decisions) != 1 || decisions[0].Action != ActionHold {
 		t.Errorf("decisions %+v", decisions)

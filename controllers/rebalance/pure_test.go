@@ -251,8 +251,9 @@ func TestRebalancingCondition(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := desiredStatus(testPolicy(), c.entries)
-			if len(st.Conditions) != 2 || meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRebalanceSuspended) == nil {
-				t.Fatalf("conditions %+v, want Rebalancing and RebalanceSuspended", st.Conditions)
+			if len(st.Conditions) != 3 || meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionRebalanceSuspended) == nil ||
+				meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionFailoverReady) == nil {
+				t.Fatalf("conditions %+v, want Rebalancing, RebalanceSuspended and FailoverReady", st.Conditions)
 			}
 			got := st.Conditions[0]
 			if got.Type != v1alpha1.ConditionRebalancing || got.Status != c.status || got.Reason != c.reason ||

@@ -23,6 +23,7 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
 	"github.com/fedfailover/fedfailover/internal/policy"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
@@ -99,6 +100,9 @@ type memory struct {
 	// written once it has stayed ready for releaseSettle.
 	breakReady time.Time
 	breakOf    string
+	// shortfalls are the members whose readiness series this process
+	// set for the RSP, with the policy label it set them under.
+	shortfalls map[string]string
 }
 
 func (r *Reconciler) memoryOf(key types.NamespacedName) *memory {
@@ -107,16 +111,22 @@ func (r *Reconciler) memoryOf(key types.NamespacedName) *memory {
 	m := r.mem[key]
 	if m == nil {
 		m = &memory{}
+		if r.mem == nil {
+			r.mem = map[types.NamespacedName]*memory{}
+		}
 		r.mem[key] = m
 	}
 	return m
 }
 
+// forget drops what this process keeps about an RSP that is gone or
+// given back: its memory, its status entry and its series.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.mem, key)
 	r.mu.Unlock()
 	r.store.Delete(key)
+	metrics.DeleteRSP(key.Namespace, key.Name)
 }
 
 // Reconcile plans one RSP: release it when no policy manages it, hold it
@@ -146,6 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.holdSharded(ctx, sel.Governing, rsp)
 	}
 	if sel.Governing == nil {
+		r.dropShortfalls(req.NamespacedName) // no policy's N+1 figure any more
 		return r.release(ctx, rsp)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", sel.Governing.Name))

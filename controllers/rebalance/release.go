@@ -84,7 +84,6 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	if err != nil || m == nil {
 		if err == nil {
 			r.forget(key)
-			metrics.DeleteRSP(rsp.Namespace, rsp.Name)
 		}
 		return ctrl.Result{}, err
 	}
@@ -153,7 +152,6 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	r.reportReleaseStep(ctx, pol, rsp, res, msg)
 	if res.Done {
 		r.forget(key)
-		metrics.DeleteRSP(rsp.Namespace, rsp.Name)
 		return ctrl.Result{}, nil
 	}
 	// Member Pods and Nodes, KubeFedCluster Ready flips and member

@@ -114,8 +114,11 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 		detail += " (dry run: nothing written, the RSP is left as it is)"
 	}
 	suspended, suspendedDetail := r.suspensionOf(key, in, res)
+	// N+1 readiness, from this pass's observations: no read of its own.
+	readiness := planner.ReadinessStatus(rsp.Namespace, rsp.Name, planner.ReadinessInputOf(in))
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail,
-		suspended: suspended, suspendedDetail: suspendedDetail})
+		suspended: suspended, suspendedDetail: suspendedDetail, readiness: &readiness})
+	r.publishShortfalls(key, pol.Name, &readiness)
 	entries, _ := r.store.Snapshot(pol.Name)
 	for reason, n := range suspendedCounts(entries) {
 		metrics.RebalanceSuspended.WithLabelValues(pol.Name, reason).Set(gaugeValue(n > 0))
@@ -246,6 +249,7 @@ func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp
 	}
 	msg := fmt.Sprintf("left as it is, neither planned nor released: %s", why)
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: true, placement: v1alpha1.ReasonRebalanceHeld, detail: key.String() + ": " + msg})
+	r.dropShortfalls(key) // not assessed while held
 	mem := r.memoryOf(key)
 	r.mu.Lock()
 	first := mem.held != msg
@@ -257,6 +261,43 @@ func (r *Reconciler) hold(ctx context.Context, pol *v1alpha1.FailoverPolicy, rsp
 	if first {
 		r.report(ctx, pol, rsp, "", reason, ActionHold, msg, pol.Spec.DryRun)
 	}
+}
+
+// publishShortfalls keeps fedfailover_failover_shortfall_replicas of the
+// RSP as its readiness says: a series per member whose figure is known,
+// under the policy that manages the RSP; the series of members gone, of
+// figures no longer known or of another policy are deleted (only those:
+// a series deleted and set again could miss a scrape, and restart the
+// alert's wait).
+func (r *Reconciler) publishShortfalls(key types.NamespacedName, policy string, st *v1alpha1.RSPReadiness) {
+	next := map[string]string{}
+	for _, m := range st.Members {
+		if m.Shortfall != nil {
+			next[m.Name] = policy
+			metrics.FailoverShortfall.WithLabelValues(policy, key.Namespace, key.Name, m.Name).Set(float64(*m.Shortfall))
+		}
+	}
+	mem := r.memoryOf(key)
+	r.mu.Lock()
+	prev := mem.shortfalls
+	mem.shortfalls = next
+	r.mu.Unlock()
+	for member, pol := range prev {
+		if next[member] != pol {
+			metrics.FailoverShortfall.DeleteLabelValues(pol, key.Namespace, key.Name, member)
+		}
+	}
+}
+
+// dropShortfalls deletes the RSP's readiness series: it is not assessed
+// (held, released, gone).
+func (r *Reconciler) dropShortfalls(key types.NamespacedName) {
+	metrics.FailoverShortfall.DeletePartialMatch(map[string]string{"namespace": key.Namespace, "rsp": key.Name})
+	r.mu.Lock()
+	if m := r.mem[key]; m != nil {
+		m.shortfalls = nil
+	}
+	r.mu.Unlock()
 }
 
 // gaugeValue is a boolean as a gauge value.

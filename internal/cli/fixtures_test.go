@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -82,7 +83,16 @@ func defaultPolicy() v1alpha1.FailoverPolicy {
 			condition(v1alpha1.ConditionMembersConnected, metav1.ConditionFalse, "MemberDisconnected", "member2: probe failed: connection refused"),
 			condition(v1alpha1.ConditionStormActive, metav1.ConditionFalse, "NoStorm", ""),
 			condition(v1alpha1.ConditionFencingBlocked, metav1.ConditionTrue, "NoFencingEvidence", "member3/m3-node-1 has no fencing evidence"),
+			condition(v1alpha1.ConditionFailoverReady, metav1.ConditionFalse, v1alpha1.ReasonFailoverShortfall,
+				"if member1 failed now, 2 of the 6 replicas of demo/web would find no room on the other members and stay Pending"),
 		},
+		// demo/web: member2 is failed (no room), member1 and member3 run
+		// 3 each with room for one more: either's failure leaves 2 without room.
+		FailoverReadiness: []v1alpha1.RSPReadiness{{Namespace: "demo", Name: "web", TotalReplicas: 6, Members: []v1alpha1.MemberReadiness{
+			{Name: "member1", Replicas: 3, Room: 4, Shortfall: ptr.To(int32(2))},
+			{Name: "member2", Replicas: 0, Room: 0, Shortfall: ptr.To(int32(0))},
+			{Name: "member3", Replicas: 3, Room: 4, Shortfall: ptr.To(int32(2))},
+		}}},
 		Members: []v1alpha1.MemberStatus{
 			{Name: "member1", Connected: true, Reason: "Connected", LastProbeTime: ago(5 * time.Second), ServerVersion: "v1.37.2",
 				NodesReady: 3, NodesTotal: 4},

@@ -62,6 +62,13 @@ type PlanRow struct {
 	Clusters      []PlanClusterRow `json:"clusters"`
 	// RetryAt is when the planner would look again (e.g. minInterval).
 	RetryAt *time.Time `json:"retryAt,omitempty"`
+	// Shortfall (--fail only) is how many of the RSP's replicas the other
+	// members have no room for if the member failed now: N+1 readiness,
+	// from the room the manager last published in the policy's
+	// status.failoverReadiness (planner.FailoverReadiness, as the manager
+	// computes it). Nil when not known; ShortfallNote says why.
+	Shortfall     *int64 `json:"shortfall,omitempty"`
+	ShortfallNote string `json:"shortfallNote,omitempty"`
 }
 
 // PlanClusterRow is one member of a planned RSP.
@@ -129,7 +136,41 @@ func planRSP(s *Snapshot, p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaS
 		row.Clusters = append(row.Clusters, PlanClusterRow{Cluster: m, State: in.Members[m].State, Replicas: current[m],
 			Planned: res.Placement[m], Current: prefsPtr(rsp.Spec.Clusters, m), Written: prefsPtr(res.Clusters, m)})
 	}
+	if !sc.Full {
+		row.Shortfall, row.ShortfallNote = failoverShortfall(p, rsp, sc.Cluster)
+	}
 	return row, nil
+}
+
+// Why a shortfall is not known.
+const (
+	noteNotPublished = "not published: the manager has not assessed this RSP with this member (yet)"
+	noteUnobserved   = "not known: the manager cannot read another member's room now"
+)
+
+// failoverShortfall is what the member's failure now would leave of the
+// RSP without room, by the estimate the manager last published.
+func failoverShortfall(p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference, member string) (*int64, string) {
+	st := publishedReadiness(p, rsp)
+	if st == nil || !slices.ContainsFunc(st.Members, func(m v1alpha1.MemberReadiness) bool { return m.Name == member }) {
+		return nil, noteNotPublished
+	}
+	r := planner.FailoverReadiness(planner.ReadinessInputFromStatus(*st))[member]
+	if !r.Known {
+		return nil, noteUnobserved
+	}
+	return &r.Shortfall, ""
+}
+
+// publishedReadiness is the RSP's entry of the policy's
+// status.failoverReadiness, or nil.
+func publishedReadiness(p *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.ReplicaSchedulingPreference) *v1alpha1.RSPReadiness {
+	for i := range p.Status.FailoverReadiness {
+		if st := &p.Status.FailoverReadiness[i]; st.Namespace == rsp.Namespace && st.Name == rsp.Name {
+			return st
+		}
+	}
+	return nil
 }
 
 // memberInput is the planner's view of a member under the scenario. The

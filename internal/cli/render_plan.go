@@ -17,6 +17,9 @@ func RenderPlan(w io.Writer, v PlanView, wide bool) error {
 		if err := planTable(w, v, wide); err != nil {
 			return err
 		}
+		if err := readinessLines(w, v); err != nil {
+			return err
+		}
 	} else if _, err := fmt.Fprintln(w, "No ReplicaSchedulingPreference is managed by a FailoverPolicy with rebalance enabled."); err != nil {
 		return err
 	}
@@ -53,6 +56,32 @@ func planTable(w io.Writer, v PlanView, wide bool) error {
 	return t.flush()
 }
 
+// readinessLines says, for a failure, what the other members have no room
+// for (N+1 readiness, as the manager last published it).
+func readinessLines(w io.Writer, v PlanView) error {
+	if v.Scenario.Full {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "\nIf %s failed now, by the room the manager last observed (requests against allocatable, an estimate):\n", v.Scenario.Cluster); err != nil {
+		return err
+	}
+	for _, r := range v.RSPs {
+		var line string
+		switch {
+		case r.Shortfall == nil:
+			line = r.ShortfallNote
+		case *r.Shortfall == 0:
+			line = "ok: the other members have room for every replica"
+		default:
+			line = fmt.Sprintf("%d short: %s would find no room on the other members and stay Pending", *r.Shortfall, plural(*r.Shortfall, "replica"))
+		}
+		if _, err := fmt.Fprintf(w, "  %s/%s: %s\n", r.Namespace, r.Name, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func change(before, after int64) string {
 	switch {
 	case after > before:
@@ -68,4 +97,12 @@ func planReason(r PlanRow) string {
 		return fmt.Sprintf("%s (until %s)", r.Reason, r.RetryAt.Format(time.RFC3339))
 	}
 	return r.Reason
+}
+
+// plural is "1 replica", "2 replicas".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

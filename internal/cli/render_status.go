@@ -62,7 +62,7 @@ func renderPolicies(w io.Writer, v StatusView, wide bool) error {
 		_, err := fmt.Fprintln(w, "No FailoverPolicy in the host cluster.")
 		return err
 	}
-	headers := []string{"POLICY", "MODE", "DRY-RUN", "MEMBERS", "READY", "MEMBERS-CONNECTED", "STORM", "FENCING-BLOCKED"}
+	headers := []string{"POLICY", "MODE", "DRY-RUN", "MEMBERS", "READY", "MEMBERS-CONNECTED", "STORM", "FENCING-BLOCKED", "N+1"}
 	if wide {
 		headers = append(headers, "MESSAGE")
 	}
@@ -70,7 +70,8 @@ func renderPolicies(w io.Writer, v StatusView, wide bool) error {
 	for _, p := range v.Policies {
 		row := []string{p.Name, p.Mode, yesNo(p.DryRun), fmt.Sprintf("%d/%d", p.ConnectedMembers, p.Members),
 			conditionStatus(p.Conditions, v1alpha1.ConditionReady), conditionStatus(p.Conditions, v1alpha1.ConditionMembersConnected),
-			conditionStatus(p.Conditions, v1alpha1.ConditionStormActive), conditionStatus(p.Conditions, v1alpha1.ConditionFencingBlocked)}
+			conditionStatus(p.Conditions, v1alpha1.ConditionStormActive), conditionStatus(p.Conditions, v1alpha1.ConditionFencingBlocked),
+			orDash(p.FailoverReadiness)}
 		if wide {
 			row = append(row, conditionMessages(p))
 		}
@@ -85,7 +86,8 @@ func conditionMessages(p PolicyRow) string {
 	good := map[string]string{v1alpha1.ConditionReady: "True", v1alpha1.ConditionMembersConnected: "True",
 		v1alpha1.ConditionStormActive: "False", v1alpha1.ConditionFencingBlocked: "False", v1alpha1.ConditionRebalancing: "False",
 		v1alpha1.ConditionOverlapping: "False", v1alpha1.ConditionRebalanceSuspended: "False",
-		v1alpha1.ConditionTaintRemovalPending: "False", v1alpha1.ConditionMachineEvidenceUnavailable: "False"}
+		v1alpha1.ConditionTaintRemovalPending: "False", v1alpha1.ConditionMachineEvidenceUnavailable: "False",
+		v1alpha1.ConditionFailoverReady: "True"}
 	var parts []string
 	for _, c := range p.Conditions {
 		if want, known := good[c.Type]; (!known || string(c.Status) != want) && c.Message != "" {

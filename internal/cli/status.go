@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
 // StatusView is what `kubectl failover status` shows (with -o, as the
@@ -55,6 +57,13 @@ type PolicyRow struct {
 	Members          int                `json:"members"`
 	ConnectedMembers int32              `json:"connectedMembers"`
 	Conditions       []metav1.Condition `json:"conditions,omitempty"`
+	// FailoverReadiness is N+1 readiness in short: "ok" (any one member's
+	// failure would leave every replica room), "MEMBER: N short" (the
+	// worst member's failure would leave N replicas of an RSP Pending),
+	// "unknown", or "-" (not reported: rebalancing off, or nothing
+	// published yet). From status.failoverReadiness, with the manager's
+	// own function (planner.FailoverReadiness).
+	FailoverReadiness string `json:"failoverReadiness"`
 }
 
 // DecisionRow is one recent decision in a policy's status.
@@ -145,7 +154,40 @@ type counts struct {
 
 func policyRow(s *Snapshot, p *v1alpha1.FailoverPolicy) PolicyRow {
 	return PolicyRow{Name: p.Name, Mode: policyMode(p.Spec), DryRun: p.Spec.DryRun,
-		Members: len(s.policyMembers(p)), ConnectedMembers: p.Status.ConnectedMembers, Conditions: p.Status.Conditions}
+		Members: len(s.policyMembers(p)), ConnectedMembers: p.Status.ConnectedMembers, Conditions: p.Status.Conditions,
+		FailoverReadiness: failoverReadiness(p)}
+}
+
+// failoverReadiness sums up the policy's published N+1 estimates: the
+// worst member's shortfall (then the first RSP and member by name), else
+// unknown while a figure is not known (or the FailoverReady condition
+// says Unknown: a held RSP), else ok.
+func failoverReadiness(p *v1alpha1.FailoverPolicy) string {
+	cond := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionFailoverReady)
+	if !p.Spec.Rebalance.On() || (cond == nil && len(p.Status.FailoverReadiness) == 0) {
+		return "-"
+	}
+	var worst int64
+	var worstMember string
+	unknown := cond != nil && cond.Status == metav1.ConditionUnknown
+	for _, st := range p.Status.FailoverReadiness {
+		res := planner.FailoverReadiness(planner.ReadinessInputFromStatus(st))
+		for _, m := range st.Members { // by name
+			switch r := res[m.Name]; {
+			case !r.Known:
+				unknown = true
+			case r.Shortfall > worst:
+				worst, worstMember = r.Shortfall, m.Name
+			}
+		}
+	}
+	switch {
+	case worst > 0:
+		return fmt.Sprintf("%s: %d short", worstMember, worst)
+	case unknown:
+		return "unknown"
+	}
+	return "ok"
 }
 
 func policyMode(spec v1alpha1.FailoverPolicySpec) string {

@@ -21,6 +21,12 @@ const Namespace = "fedfailover"
 // ClusterLabel is the label naming a member cluster.
 const ClusterLabel = "cluster"
 
+// MemberLabel names a member cluster too, in the series of one member's
+// part in a multi-member figure (fedfailover_failover_shortfall_replicas:
+// what the failure of that member would leave); DeleteCluster drops it
+// like ClusterLabel.
+const MemberLabel = "member"
+
 var (
 	mu sync.Mutex
 	// perCluster are the vectors with a ClusterLabel, for DeleteCluster.
@@ -51,5 +57,6 @@ func DeleteCluster(cluster string) {
 	defer mu.Unlock()
 	for _, d := range perCluster {
 		d.DeletePartialMatch(prometheus.Labels{ClusterLabel: cluster})
+		d.DeletePartialMatch(prometheus.Labels{MemberLabel: cluster})
 	}
 }

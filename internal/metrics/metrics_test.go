@@ -12,6 +12,8 @@ func TestDeleteClusterRemovesOnlyThatCluster(t *testing.T) {
 	MemberCacheObjects.WithLabelValues("a", "Pod").Set(3)
 	MemberProbeDuration.WithLabelValues("a", ProbeSuccess).Observe(0.01)
 	MemberDisconnects.WithLabelValues("a", "ProbeFailed").Inc()
+	FailoverShortfall.WithLabelValues("p", "ns", "web", "a").Set(2)
+	FailoverShortfall.WithLabelValues("p", "ns", "web", "b").Set(1)
 
 	DeleteCluster("a")
 
@@ -20,9 +22,10 @@ func TestDeleteClusterRemovesOnlyThatCluster(t *testing.T) {
 		"objects":    testutil.CollectAndCount(MemberCacheObjects),
 		"probe":      testutil.CollectAndCount(MemberProbeDuration),
 		"disconnect": testutil.CollectAndCount(MemberDisconnects),
+		"shortfall":  testutil.CollectAndCount(FailoverShortfall),
 	} {
 		want := 0
-		if name == "connected" {
+		if name == "connected" || name == "shortfall" {
 			want = 1 // b's series stays
 		}
 		if c != want {
@@ -32,4 +35,5 @@ func TestDeleteClusterRemovesOnlyThatCluster(t *testing.T) {
 	if v := testutil.ToFloat64(MemberConnected.WithLabelValues("b")); v != 1 {
 		t.Errorf("b's series changed to %v", v)
 	}
+	FailoverShortfall.Reset()
 }

@@ -48,6 +48,17 @@ var (
 		Help:      "Failback backoff level of a member for a managed ReplicaSchedulingPreference (its stabilization window doubles per level).",
 	}, []string{"namespace", "rsp", ClusterLabel})
 
+	// FailoverShortfall is the N+1 estimate of a managed RSP: how many of
+	// its replicas the other members have no room for, so they would stay
+	// Pending, if the member failed now (planner.FailoverReadiness). A
+	// series exists while the figure is known: not for a held RSP, nor
+	// while another member's room is unknown.
+	FailoverShortfall = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "failover_shortfall_replicas",
+		Help:      "Replicas of a managed ReplicaSchedulingPreference that would find no room on the other members (and stay Pending) if the member failed now.",
+	}, []string{"policy", "namespace", "rsp", MemberLabel})
+
 	// Rebalances counts changes of managed RSPs (or, in dry-run, changes
 	// that would have been written), by planner reason.
 	Rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -83,8 +94,9 @@ func DeleteRSP(namespace, name string) {
 	RSPShifted.DeletePartialMatch(l)
 	RSPGuardHeld.DeletePartialMatch(l)
 	RebalanceFailbackBackoff.DeletePartialMatch(l)
+	FailoverShortfall.DeletePartialMatch(l)
 }
 
 func init() {
-	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, RebalanceSuspended, RebalanceFailbackBackoff, Rebalances, MemberFreeCapacity, RebalanceSeconds)
+	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, RebalanceSuspended, RebalanceFailbackBackoff, FailoverShortfall, Rebalances, MemberFreeCapacity, RebalanceSeconds)
 }

@@ -78,6 +78,19 @@ type NodeRecoveryRecordStatus struct {
 	// host's clock). assumeFencedAfter is measured from it.
 	// +optional
 	ReadyObservedAt *metav1.Time `json:"readyObservedAt,omitempty"`
+	// Detection is how fedfailover found the node lost: Evidence (positive
+	// fencing evidence and the kubelet's Lease not renewed across its own
+	// readings) or NotReady (the Ready condition for notReadyFor). Shown,
+	// never an authority: every destructive write needs a verdict from live
+	// reads.
+	// +optional
+	Detection NodeLossDetection `json:"detection,omitempty"`
+	// DetectedBy says what made the node lost, e.g. "lost by evidence:
+	// Machine infrastructure deleted, kubelet Lease not renewed for 14s as
+	// seen by fedfailover".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	DetectedBy string `json:"detectedBy,omitempty"`
 	// Evidence names the fencing evidence of the action.
 	// +optional
 	Evidence string `json:"evidence,omitempty"`
@@ -131,6 +144,7 @@ type NodeRecoveryRecordStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Method",type=string,JSONPath=`.status.method`
 // +kubebuilder:printcolumn:name="Evidence",type=string,JSONPath=`.status.evidence`
+// +kubebuilder:printcolumn:name="Detection",type=string,JSONPath=`.status.detection`,priority=1
 // +kubebuilder:printcolumn:name="Acted",type=date,JSONPath=`.status.actedAt`
 // +kubebuilder:printcolumn:name="Recovered",type=date,JSONPath=`.status.recoveredAt`
 // +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.status.dryRun`,priority=1

@@ -210,7 +210,7 @@ func (r *Reconciler) trackedAttachment(ctx context.Context, v *memberView, node 
 // computed again) completes the action, or drops it. The taint patch is
 // optimistic-locked on the Node just read live.
 func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
-	live, err := r.confirmFenced(ctx, v, n.Name, n, p.sighting)
+	live, err := r.confirmFenced(ctx, v, n.Name, n, p)
 	if err != nil {
 		return r.notProven(ctx, v, n, p, err)
 	}
@@ -249,19 +249,24 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	if p.Method == v1alpha1.RecoveryMethodForceDelete {
 		reason = ReasonForceDeleteStarted
 	}
-	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method),
-		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Verdict.Message()))
+	msg := fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Verdict.Message())
+	if p.Loss.By == v1alpha1.NodeLossDetectionEvidence {
+		msg = fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Loss.Message)
+	}
+	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method), msg)
 	return r.forceDelete(ctx, v, n, p, true)
 }
 
-// confirmFenced re-reads the Node from the member's API server and its
-// Machine from the host's, and runs the fencing verdict again, right before a
+// confirmFenced re-reads the Node from the member's API server, its Machine
+// from the host's and, when the pass read it, the node's kubelet Lease from
+// the member's, and runs the fencing verdict again, right before a
 // destructive write. The caches can lag (the node may be Ready again, its
 // Machine replaced, the Node re-created under the same name), and the write
 // needs proof from now, for the same Node (UID) and the same Machine (UID,
 // nodeRef). cached is the Node the pass decided on (nil for a deleted Node),
-// s when its Ready condition was first seen; the live Node is returned.
-func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node, s sighting) (*corev1.Node, error) {
+// p its plan (when its Ready condition was first seen, how it was found
+// lost); the live Node is returned.
+func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node, p *plan) (*corev1.Node, error) {
 	if v.policy == nil {
 		return nil, &errNotProvenLive{why: "no policy governs the member"}
 	}
@@ -276,12 +281,80 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 	if err != nil {
 		return nil, err
 	}
-	res := fencing.Verdict(fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
-		LostSince: s.lossAt, SilentSince: liveConditionSeen(live, s, r.now()), Now: r.now()})
+	if live != nil {
+		if err := r.confirmLease(ctx, v, live, p); err != nil {
+			return nil, err
+		}
+	}
+	s, now := p.sighting, r.now()
+	in := fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
+		LostSince: s.lossAt, SilentSince: liveConditionSeen(live, s, now), Now: now}
+	if p.Loss.By == v1alpha1.NodeLossDetectionEvidence && live != nil {
+		// The Lease was just read unchanged since this process's first
+		// reading of its version, which the pass found silent: silent still.
+		// A Ready condition the kubelet rewrote since the pass read the
+		// Node (False, or a new True) is a kubelet that runs.
+		if why := readyRewritten(cached, live); why != "" {
+			return nil, &errNotProvenLive{why: why}
+		}
+		in.LostSince, in.KubeletSilent = evidenceSince(s, v.leases[name].LeaseSighting), p.Loss.silence.Describe()
+	}
+	res := fencing.Verdict(in)
 	if !res.Fenced {
 		return nil, &errNotProvenLive{why: res.Message()}
 	}
 	return live, nil
+}
+
+// confirmLease re-reads the node's kubelet Lease, when the pass read it,
+// right before a destructive write. Any write to it since this process's
+// first reading of the version the pass decided on (resourceVersion or
+// renewTime changed) is a kubelet that runs, and cancels the write whatever
+// the evidence says. For a node lost by evidence, a Lease that cannot be read
+// cancels it too: the kubelet's silence is the half of the proof read from
+// the member.
+func (r *Reconciler) confirmLease(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
+	byEvidence := p.Loss.By == v1alpha1.NodeLossDetectionEvidence
+	l := v.leases[n.Name]
+	if l.FirstAt.IsZero() {
+		if byEvidence {
+			return &errNotProvenLive{why: fmt.Sprintf("node %s's kubelet Lease was not read in this pass", n.Name)}
+		}
+		return nil
+	}
+	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	if err != nil {
+		return err
+	}
+	now := r.now()
+	reading, err := readLease(ctx, uncached, n)
+	if err != nil {
+		if byEvidence {
+			return &errNotProvenLive{why: fmt.Sprintf("node %s: %v, so its kubelet's silence cannot be confirmed", n.Name, err)}
+		}
+		return nil // lost by its Ready condition: the Lease only ever cancels
+	}
+	r.sightings.observeLease(v.cluster, n, reading, now)
+	if fencing.Renewed(l.First, reading) {
+		return &errNotProvenLive{why: fmt.Sprintf("node %s's kubelet renewed its Lease since fedfailover first read it %s before "+
+			"(resourceVersion %s, now %s): the kubelet runs", n.Name, now.Sub(l.FirstAt).Round(time.Second), l.First.Version, reading.Version)}
+	}
+	return nil
+}
+
+// readyRewritten says how the live Node's Ready condition shows a kubelet
+// that posted since the pass read the Node (cached): False, or True with
+// another transition time. The node lifecycle controller's Unknown does not.
+func readyRewritten(cached, live *corev1.Node) string {
+	was, now := nodecond.Ready(cached), nodecond.Ready(live)
+	switch {
+	case now == nil || now.Status == corev1.ConditionUnknown:
+		return ""
+	case was == nil, now.Status != was.Status, !now.LastTransitionTime.Time.Equal(was.LastTransitionTime.Time):
+		return fmt.Sprintf("node %s's Ready condition is now %s since %s, not what the pass decided on: its kubelet posted",
+			live.Name, now.Status, now.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 // errNotProvenLive stops a destructive write whose proof did not hold when
@@ -386,7 +459,7 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		if n.UID != "" {
 			cached = n
 		}
-		if _, err := r.confirmFenced(ctx, v, n.Name, cached, p.sighting); err != nil {
+		if _, err := r.confirmFenced(ctx, v, n.Name, cached, p); err != nil {
 			return r.notProven(ctx, v, n, p, err)
 		}
 	}

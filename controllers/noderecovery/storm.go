@@ -89,12 +89,20 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView, now time.Time
 		nr := v.policy.Spec.NodeRecovery
 		lost, notReady := 0, 0
 		for _, n := range v.nodes {
-			// Lost as decide counts it: not Ready for notReadyFor since
-			// fedfailover first saw it (host clock only).
-			if s := v.sightings[n.Name]; !s.lossAt.IsZero() && !now.Before(s.lossAt.Add(nr.NotReadyFor.Get())) {
+			// Lost as decide counts it (lossOf): not Ready for notReadyFor
+			// since fedfailover first saw it, or by evidence with a silent
+			// kubelet Lease (host clock only). Every node counts, in the
+			// policy's nodeSelector or not.
+			in := nodeInput(v, n, now)
+			in.Policy = nr
+			byEvidence := false
+			switch lossOf(in).By {
+			case v1alpha1.NodeLossDetectionEvidence:
+				lost, byEvidence = lost+1, true
+			case v1alpha1.NodeLossDetectionNotReady:
 				lost++
 			}
-			if !nodecond.IsReady(n) {
+			if !nodecond.IsReady(n) || byEvidence {
 				notReady++
 			}
 		}

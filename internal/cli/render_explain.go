@@ -23,6 +23,9 @@ func RenderExplanation(w io.Writer, e Explanation, now time.Time) error {
 	if r := e.Recovery; r != nil {
 		p.line(0, "Recovery (policy status):")
 		p.field(1, "Phase", string(r.Phase))
+		if r.Detection != "" {
+			p.field(1, "Detection", string(r.Detection))
+		}
 		p.field(1, "Lost since", p.when(r.LostSince))
 		p.field(1, "Fenced at", p.when(r.FencedAt))
 		p.field(1, "Evidence", orDash(r.Evidence))
@@ -157,6 +160,9 @@ func (d *describer) record(r RecordView) {
 	d.field(2, "Phase", string(st.Phase))
 	if !r.Active {
 		d.field(2, "Reason", orDash(st.FinishReason))
+	}
+	if st.Detection != "" {
+		d.field(2, "Detected", orDash(oneLine(st.DetectedBy))+" ("+string(st.Detection)+")")
 	}
 	d.field(2, "Evidence", orDash(st.Evidence))
 	d.field(2, "Method", orDash(string(st.Method)))

@@ -1,0 +1,686 @@
+package noderecovery
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/fencing"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/paths"
+	"github.com/fedfailover/fedfailover/test/poll"
+	"github.com/fedfailover/fedfailover/test/testenv"
+)
+
+// Evidence-first detection through real API servers: a host (fedfailover,
+// kubefed and Cluster API CRDs) and a member, joined as `kubefedctl join`
+// does, read through the production member cache (member.SetupWithManager,
+// its transforms and its live client). The reconciler is driven pass by pass
+// on a clock of the test's own, so "15 s later" takes no 15 s. Only the live
+// client is wrapped, to count the Lease reads and, in one test, to play a
+// kubelet renewing its Lease between the decision and the act.
+
+// evidenceEnv is the host, the member and a manager running the member
+// controllers against them.
+type evidenceEnv struct {
+	host     client.Client // admin, host
+	member   client.Client // admin, member (plays the kubelets)
+	mgr      ctrl.Manager
+	cache    *member.Cache
+	endpoint clusterv1.APIEndpoint
+	cfg      *rest.Config // member admin
+}
+
+var (
+	evidenceOnce sync.Once
+	evidenceE    *evidenceEnv
+	evidenceErr  error
+	evidenceStop []func()
+)
+
+// startEvidenceEnv starts the two API servers and the manager on first use;
+// every test of this file shares them (each with a member of its own), and
+// TestMain stops them.
+func startEvidenceEnv(t *testing.T) *evidenceEnv {
+	t.Helper()
+	evidenceOnce.Do(func() { evidenceE, evidenceErr = newEvidenceEnv() })
+	if evidenceErr != nil {
+		t.Fatalf("starting envtest host and member: %v", evidenceErr)
+	}
+	return evidenceE
+}
+
+func newEvidenceEnv() (*evidenceEnv, error) {
+	crds, err := paths.HostCRDFiles()
+	if err != nil {
+		return nil, err
+	}
+	hostEnv, err := testenv.Environment(crds...)
+	if err != nil {
+		return nil, err
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		return nil, err
+	}
+	memberEnv := &envtest.Environment{BinaryAssetsDirectory: bin}
+	hostEnv.ControlPlaneStartTimeout, memberEnv.ControlPlaneStartTimeout = 90*time.Second, 90*time.Second
+	hostCfg, err := hostEnv.Start()
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	evidenceStop = append(evidenceStop, func() { _ = hostEnv.Stop() })
+	memberCfg, err := memberEnv.Start()
+	if err != nil {
+		return nil, fmt.Errorf("member: %w", err)
+	}
+	evidenceStop = append(evidenceStop, func() { _ = memberEnv.Stop() })
+	s, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	e := &evidenceEnv{cfg: memberCfg}
+	if e.host, err = client.New(hostCfg, client.Options{Scheme: s}); err != nil {
+		return nil, err
+	}
+	if e.member, err = client.New(memberCfg, client.Options{Scheme: clientgoscheme.Scheme}); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(memberCfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return nil, err
+	}
+	e.endpoint = clusterv1.APIEndpoint{Host: u.Hostname(), Port: int32(port)}
+	ctx := context.Background()
+	for _, ns := range []string{member.DefaultNamespace, "capi"} {
+		if err := e.host.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.member.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fencing.NodeLeaseNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	e.mgr, err = ctrl.NewManager(hostCfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	evidenceStop = append(evidenceStop, cancel)
+	e.cache, err = member.SetupWithManager(mctx, e.mgr, member.Options{Namespace: member.DefaultNamespace, ProbePeriod: time.Second,
+		ProbeTimeout: 2 * time.Second, FailureThreshold: 3, ConnectTimeout: 5 * time.Second, RetryPeriod: 500 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	if err := e.mgr.GetFieldIndexer().IndexField(mctx, &v1alpha1.NodeRecovery{}, indexRecordCluster, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.NodeRecovery).Spec.Cluster}
+	}); err != nil {
+		return nil, err
+	}
+	go func() { _ = e.mgr.Start(mctx) }()
+	return e, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for i := len(evidenceStop) - 1; i >= 0; i-- {
+		evidenceStop[i]()
+	}
+	os.Exit(code)
+}
+
+// join makes a member named cluster of the member API server, as
+// `kubefedctl join` does: a service account with every permission in the
+// member, its token in a host Secret, a KubeFedCluster labelled for the
+// test's policy, and the member's Cluster API Cluster (its endpoint).
+func (e *evidenceEnv) join(t *testing.T, cluster string) {
+	t.Helper()
+	ctx := context.Background()
+	sa := cluster + "-host"
+	role := "kubefed-controller-manager:" + sa
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: member.DefaultNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: member.DefaultNamespace, Name: sa}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+			{NonResourceURLs: []string{"*"}, Verbs: []string{"get"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: member.DefaultNamespace, Name: sa}}},
+	} {
+		if err := e.member.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(e.cfg)
+	must(t, err)
+	tr, err := cs.CoreV1().ServiceAccounts(member.DefaultNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	must(t, err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: member.DefaultNamespace, Name: cluster + "-token"},
+		Data: map[string][]byte{"token": []byte(tr.Status.Token)}}
+	must(t, e.host.Create(ctx, secret))
+	kfc := &kubefedv1beta1.KubeFedCluster{ObjectMeta: metav1.ObjectMeta{Namespace: member.DefaultNamespace, Name: cluster,
+		Labels: map[string]string{"evidence-test": cluster}},
+		Spec: kubefedv1beta1.KubeFedClusterSpec{APIEndpoint: e.cfg.Host, CABundle: e.cfg.CAData,
+			SecretRef: kubefedv1beta1.LocalSecretReference{Name: secret.Name}}}
+	must(t, e.host.Create(ctx, kfc))
+	must(t, e.host.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: cluster},
+		Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: e.endpoint}}))
+	poll.T(t, 60*time.Second, 100*time.Millisecond, "member "+cluster+" connected", poll.NoError(func() error {
+		if !e.cache.Connected(cluster) {
+			return fmt.Errorf("not connected")
+		}
+		return nil
+	}))
+}
+
+// policyFor creates the member's FailoverPolicy (its KubeFedCluster's
+// label selects it): one per test, so that tests never share state.
+func (e *evidenceEnv) policyFor(t *testing.T, cluster string, detection v1alpha1.NodeLossDetection) {
+	t.Helper()
+	all := intstr.FromString("50%")
+	p := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: cluster},
+		Spec: v1alpha1.FailoverPolicySpec{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"evidence-test": cluster}},
+			NodeRecovery: &v1alpha1.NodeRecoverySpec{NotReadyFor: "30s", Detection: detection, MaxUnhealthy: &all,
+				Method:  v1alpha1.RecoveryMethodOutOfServiceTaint,
+				Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}}}}
+	must(t, e.host.Create(context.Background(), p))
+}
+
+// kubelet plays one node's kubelet: a Node reporting Ready for an hour (the
+// member's clock) and its Lease, renewed by renew.
+type kubelet struct {
+	e    *evidenceEnv
+	node *corev1.Node
+}
+
+func (e *evidenceEnv) kubelet(t *testing.T, name string) *kubelet {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: "test://" + name}}
+	must(t, e.member.Create(ctx, n))
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))}}
+	must(t, e.member.Status().Update(ctx, n))
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: fencing.NodeLeaseNamespace, Name: name,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: n.UID}}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40),
+			RenewTime: ptr.To(metav1.NowMicro())}}
+	must(t, e.member.Create(ctx, l))
+	return &kubelet{e: e, node: n}
+}
+
+// renew renews the Lease, as the kubelet does every 10 s.
+func (k *kubelet) renew(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	l := &coordinationv1.Lease{}
+	must(t, k.e.member.Get(ctx, client.ObjectKey{Namespace: fencing.NodeLeaseNamespace, Name: k.node.Name}, l))
+	l.Spec.RenewTime = ptr.To(metav1.NowMicro())
+	must(t, k.e.member.Update(ctx, l))
+}
+
+// live is the Node as the member's API server has it.
+func (k *kubelet) live(t *testing.T) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{}
+	must(t, k.e.member.Get(context.Background(), client.ObjectKeyFromObject(k.node), n))
+	return n
+}
+
+// machine creates the node's Machine in the member's Cluster; gone makes it
+// what an infrastructure provider leaves when the machine is deleted: being
+// deleted (a finalizer holds it) with InfrastructureReady=False, reason
+// ObjectDeleted (clusterv1.MachineInfrastructureDeletedReason).
+func (e *evidenceEnv) machine(t *testing.T, cluster, node string, gone bool) {
+	t.Helper()
+	ctx := context.Background()
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "capi", Name: node,
+		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}, Finalizers: []string{"test.fedfailover.io/hold"}},
+		Spec: clusterv1.MachineSpec{ClusterName: cluster, ProviderID: "test://" + node,
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap-" + node)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.test.io", Kind: "TestMachine", Name: node}}}
+	must(t, e.host.Create(ctx, m))
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: node}
+	if gone {
+		m.Status.Conditions = []metav1.Condition{{Type: clusterv1.MachineInfrastructureReadyCondition, Status: metav1.ConditionFalse,
+			Reason: clusterv1.MachineInfrastructureDeletedReason, Message: "", LastTransitionTime: metav1.Now()}}
+	}
+	must(t, e.host.Status().Update(ctx, m))
+	if gone {
+		must(t, e.host.Delete(ctx, m))
+	}
+}
+
+// countingMembers is the production member cache; only its live client is
+// wrapped: Lease reads are counted, and beforeLiveNode runs before the live
+// re-read of a Node (the act's re-check, never the gather).
+type countingMembers struct {
+	*member.Cache
+	mu             sync.Mutex
+	leaseReads     map[string]int
+	beforeLiveNode func(name string)
+}
+
+func (c *countingMembers) GetUncachedClient(ctx context.Context, cluster string) (client.Client, error) {
+	live, err := c.Cache.GetUncachedClient(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return interceptor.NewClient(live.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			c.mu.Lock()
+			hook := c.beforeLiveNode
+			switch obj.(type) {
+			case *coordinationv1.Lease:
+				c.leaseReads[key.Name]++
+			case *corev1.Node:
+				c.beforeLiveNode = nil
+			}
+			c.mu.Unlock()
+			if _, ok := obj.(*corev1.Node); ok && hook != nil {
+				hook(key.Name)
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		}}), nil
+}
+
+// Watch: passes are driven by the test, not by events.
+func (c *countingMembers) Watch(context.Context, string, member.WatchInput) error { return nil }
+
+func (c *countingMembers) reads(node string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaseReads[node]
+}
+
+// evidenceWorld is one member's reconciler on the test's clock.
+type evidenceWorld struct {
+	t       *testing.T
+	e       *evidenceEnv
+	cluster string
+	members *countingMembers
+	r       *Reconciler
+	mu      sync.Mutex
+	now     time.Time
+}
+
+func (e *evidenceEnv) world(t *testing.T, cluster string) *evidenceWorld {
+	w := &evidenceWorld{t: t, e: e, cluster: cluster, now: time.Now(),
+		members: &countingMembers{Cache: e.cache, leaseReads: map[string]int{}}}
+	w.r = w.reconciler()
+	return w
+}
+
+// reconciler is a new process: its sightings start empty.
+func (w *evidenceWorld) reconciler() *Reconciler {
+	return &Reconciler{host: w.e.mgr.GetClient(), apiReader: w.e.mgr.GetAPIReader(), members: w.members,
+		recorder: events.NewFakeRecorder(1000), store: newStore(), sightings: newSightings(),
+		opts: Options{}.withDefaults(), capi: true, now: w.clock}
+}
+
+func (w *evidenceWorld) clock() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.now
+}
+
+func (w *evidenceWorld) advance(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.now = w.now.Add(d)
+}
+
+// pass runs one pass over the member.
+func (w *evidenceWorld) pass() error {
+	_, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: w.cluster}})
+	return err
+}
+
+// passUntil runs passes (the clock standing still) until cond holds.
+func (w *evidenceWorld) passUntil(what string, cond func() error) {
+	w.t.Helper()
+	poll.T(w.t, 30*time.Second, 100*time.Millisecond, what, poll.NoError(func() error {
+		if err := w.pass(); err != nil {
+			return err
+		}
+		return cond()
+	}))
+}
+
+// firstReading waits for the pass that reads the node's Lease for the first
+// time: the member cache has the Node, the host cache the Machine.
+func (w *evidenceWorld) firstReading(k *kubelet) {
+	w.t.Helper()
+	w.passUntil("the first reading of "+k.node.Name+"'s Lease", func() error {
+		if w.r.sightings.lease(w.cluster, k.node).FirstAt.IsZero() {
+			return fmt.Errorf("not read yet")
+		}
+		return nil
+	})
+}
+
+// seenByCache waits until the member cache holds the node and the host
+// cache the Machine (or its absence), so that a pass decides on them.
+func (w *evidenceWorld) seenByCache(k *kubelet, machine bool) {
+	w.t.Helper()
+	poll.T(w.t, 30*time.Second, 100*time.Millisecond, "the caches to hold "+k.node.Name, poll.NoError(func() error {
+		cl, err := w.e.cache.GetClient(context.Background(), w.cluster)
+		if err != nil {
+			return err
+		}
+		if err := cl.Get(context.Background(), client.ObjectKeyFromObject(k.node), &corev1.Node{}); err != nil {
+			return err
+		}
+		ms, err := w.e.cache.MachinesByNode(context.Background(), w.cluster)
+		if err != nil {
+			return err
+		}
+		if (ms[k.node.Name] != nil) != machine {
+			return fmt.Errorf("Machine of %s: %v", k.node.Name, ms[k.node.Name])
+		}
+		return nil
+	}))
+}
+
+// record is the node's newest NodeRecovery (nil: none).
+func (w *evidenceWorld) record(node string) *v1alpha1.NodeRecovery {
+	w.t.Helper()
+	var list v1alpha1.NodeRecoveryList
+	must(w.t, w.e.host.List(context.Background(), &list))
+	var out *v1alpha1.NodeRecovery
+	for i := range list.Items {
+		if r := &list.Items[i]; r.Spec.Cluster == w.cluster && r.Spec.Node == node && (out == nil || r.CreationTimestamp.After(out.CreationTimestamp.Time)) {
+			out = r
+		}
+	}
+	return out
+}
+
+func tainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t == OutOfServiceTaint })
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEvidenceFirstDetection (1): the node still reports Ready (no node
+// lifecycle controller has flipped it), its Machine's infrastructure is
+// deleted and its Lease is not renewed: 15 s after fedfailover's first
+// reading (its own clock) the node is tainted, without notReadyFor (30 s)
+// and without the Ready condition changing. The record and the policy
+// status say it was lost by evidence. A new process (restart) that finds
+// the node still reporting Ready does not remove the taint until it has
+// read the Lease renewed. On the old code nothing happened: the node is
+// Ready.
+func TestEvidenceFirstDetection(t *testing.T) {
+	e := startEvidenceEnv(t)
+	const cluster = "ev-lost"
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "")
+	w := e.world(t, cluster)
+	k := e.kubelet(t, "ev-lost-n1")
+	e.kubelet(t, "ev-lost-n2") // a healthy node: one of two lost is within maxUnhealthy 50%
+	e.machine(t, cluster, k.node.Name, true)
+	w.seenByCache(k, true)
+
+	w.firstReading(k)
+	if n := k.live(t); tainted(n) || w.record(k.node.Name) != nil {
+		t.Fatalf("acted on the first reading of the Lease: taints %v, record %v", n.Spec.Taints, w.record(k.node.Name))
+	}
+	w.advance(15 * time.Second)
+	w.passUntil("the taint", func() error {
+		if !tainted(k.live(t)) {
+			return fmt.Errorf("not tainted")
+		}
+		return nil
+	})
+	n := k.live(t)
+	if c := n.Status.Conditions[0]; c.Status != corev1.ConditionTrue {
+		t.Fatalf("the node's Ready condition changed: %+v", c)
+	}
+	rec := w.record(k.node.Name)
+	want := "lost by evidence: Machine capi/ev-lost-n1 is being deleted and its infrastructure is gone " +
+		"(InfrastructureReady=False, reason ObjectDeleted), kubelet Lease not renewed for 15s as seen by fedfailover"
+	if rec == nil || rec.Status.Detection != v1alpha1.NodeLossDetectionEvidence || rec.Status.DetectedBy != want || rec.Status.ActedAt == nil {
+		t.Fatalf("record %+v, want detection Evidence, detectedBy %q, acted", rec, want)
+	}
+	reps, _ := w.r.store.reports.Snapshot(cluster)
+	if rs := reps[cluster].Recoveries; len(rs) != 1 || rs[0].Detection != v1alpha1.NodeLossDetectionEvidence {
+		t.Errorf("status recoveries %+v, want one lost by evidence", rs)
+	}
+
+	// A restart: the new process has not read the Lease silent yet, and the
+	// node still reports the Ready condition it was found lost with.
+	w.r = w.reconciler()
+	for range 3 {
+		must(t, w.pass())
+	}
+	if n := k.live(t); !tainted(n) {
+		t.Fatal("a restarted process removed the taint of a node whose kubelet it has not read renewed")
+	}
+	if rec := w.record(k.node.Name); rec.Status.Phase == v1alpha1.RecoveryPhaseFinished {
+		t.Fatalf("a restarted process closed the record: %+v", rec.Status)
+	}
+	w.advance(15 * time.Second)
+	must(t, w.pass())
+	if n := k.live(t); !tainted(n) {
+		t.Fatal("the taint went while the Lease stayed silent")
+	}
+	// The kubelet comes back: the Lease is renewed, the taint goes.
+	k.renew(t)
+	w.advance(2 * time.Second)
+	w.passUntil("the taint removed", func() error {
+		if tainted(k.live(t)) {
+			return fmt.Errorf("still tainted")
+		}
+		return nil
+	})
+	if rec := w.record(k.node.Name); rec.Status.Phase != v1alpha1.RecoveryPhaseFinished || rec.Status.FinishReason != v1alpha1.FinishNodeReturned {
+		t.Fatalf("record %+v, want finished NodeReturned", rec.Status)
+	}
+}
+
+// TestEvidenceFirstLeaseRenewedBetweenReadings (2): the same, but the
+// kubelet renews its Lease between fedfailover's readings (every 5 s of its
+// clock, for a minute): nothing is done. Without the Lease readings the
+// evidence alone would have tainted a node whose kubelet runs.
+func TestEvidenceFirstLeaseRenewedBetweenReadings(t *testing.T) {
+	e := startEvidenceEnv(t)
+	const cluster = "ev-renewed"
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "")
+	w := e.world(t, cluster)
+	k := e.kubelet(t, "ev-renewed-n1")
+	e.kubelet(t, "ev-renewed-n2")
+	e.machine(t, cluster, k.node.Name, true)
+	w.seenByCache(k, true)
+	w.firstReading(k)
+	for i := range 12 {
+		k.renew(t)
+		w.advance(5 * time.Second)
+		must(t, w.pass())
+		if n := k.live(t); tainted(n) || w.record(k.node.Name) != nil {
+			t.Fatalf("after %d s with the Lease renewed every 5 s: taints %v, record %v", 5*(i+1), n.Spec.Taints, w.record(k.node.Name))
+		}
+	}
+	if got := w.r.sightings.lease(cluster, k.node); got.RenewedAt.IsZero() {
+		t.Fatalf("the renewals were not read: %+v", got)
+	}
+}
+
+// TestEvidenceFirstRenewalBeforeTheActCancelsIt (3): the pass finds the
+// node lost by evidence, and the kubelet renews its Lease right before the
+// act's live re-check (between the live re-read of the Node and of the
+// Lease): the taint is not applied, the record says why, and the next pass
+// closes it (the kubelet runs). Without the Lease in the re-check the node
+// was tainted.
+func TestEvidenceFirstRenewalBeforeTheActCancelsIt(t *testing.T) {
+	e := startEvidenceEnv(t)
+	const cluster = "ev-recheck"
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "")
+	w := e.world(t, cluster)
+	k := e.kubelet(t, "ev-recheck-n1")
+	e.kubelet(t, "ev-recheck-n2")
+	e.machine(t, cluster, k.node.Name, true)
+	w.seenByCache(k, true)
+	w.firstReading(k)
+
+	renewed := false
+	w.members.mu.Lock()
+	w.members.beforeLiveNode = func(name string) {
+		if name == k.node.Name {
+			k.renew(t)
+			renewed = true
+		}
+	}
+	w.members.mu.Unlock()
+	w.advance(15 * time.Second)
+	w.passUntil("a record of the loss", func() error {
+		if w.record(k.node.Name) == nil {
+			return fmt.Errorf("no record")
+		}
+		return nil
+	})
+	if !renewed {
+		t.Fatal("the act never re-read the Node live")
+	}
+	if n := k.live(t); tainted(n) {
+		t.Fatal("tainted although the kubelet renewed its Lease before the act")
+	}
+	rec := w.record(k.node.Name)
+	if rec.Status.Phase != v1alpha1.RecoveryPhaseBlocked || !strings.Contains(rec.Status.Message, "kubelet renewed its Lease") || rec.Status.IntentAt != nil {
+		t.Fatalf("record %+v, want Blocked, no intent, saying the kubelet renewed its Lease", rec.Status)
+	}
+	w.passUntil("the record closed", func() error {
+		if rec := w.record(k.node.Name); rec.Status.Phase != v1alpha1.RecoveryPhaseFinished {
+			return fmt.Errorf("phase %s", rec.Status.Phase)
+		}
+		return nil
+	})
+	if n := k.live(t); tainted(n) {
+		t.Fatal("tainted after all")
+	}
+}
+
+// TestEvidenceFirstOffWithDetectionNotReady (4): with detection NotReady the
+// old behaviour stays: the Lease is never read, a Ready node with its
+// infrastructure deleted is not lost, and once the Ready condition turns
+// Unknown the node is lost after notReadyFor (30 s) on fedfailover's clock.
+func TestEvidenceFirstOffWithDetectionNotReady(t *testing.T) {
+	e := startEvidenceEnv(t)
+	const cluster = "ev-notready"
+	e.join(t, cluster)
+	e.policyFor(t, cluster, v1alpha1.NodeLossDetectionNotReady)
+	w := e.world(t, cluster)
+	k := e.kubelet(t, "ev-notready-n1")
+	e.kubelet(t, "ev-notready-n2")
+	e.machine(t, cluster, k.node.Name, true)
+	w.seenByCache(k, true)
+	for range 3 {
+		must(t, w.pass())
+		w.advance(15 * time.Second)
+	}
+	if n := k.live(t); tainted(n) || w.record(k.node.Name) != nil || w.members.reads(k.node.Name) != 0 {
+		t.Fatalf("detection NotReady: taints %v, record %v, %d Lease reads; want nothing", n.Spec.Taints, w.record(k.node.Name), w.members.reads(k.node.Name))
+	}
+	// The node lifecycle controller marks the node Unknown.
+	n := k.live(t)
+	n.Status.Conditions[0].Status, n.Status.Conditions[0].Reason = corev1.ConditionUnknown, "NodeStatusUnknown"
+	n.Status.Conditions[0].LastTransitionTime = metav1.Now()
+	must(t, e.member.Status().Update(context.Background(), n))
+	w.passUntil("the loss seen", func() error {
+		w.r.sightings.mu.Lock()
+		defer w.r.sightings.mu.Unlock()
+		if w.r.sightings.m[cluster+"/"+k.node.Name].lossAt.IsZero() {
+			return fmt.Errorf("not seen")
+		}
+		return nil
+	})
+	w.advance(29 * time.Second)
+	must(t, w.pass())
+	if tainted(k.live(t)) {
+		t.Fatal("tainted before notReadyFor")
+	}
+	w.advance(2 * time.Second)
+	w.passUntil("the taint", func() error {
+		if !tainted(k.live(t)) {
+			return fmt.Errorf("not tainted")
+		}
+		return nil
+	})
+	rec := w.record(k.node.Name)
+	if rec.Status.Detection != v1alpha1.NodeLossDetectionNotReady || rec.Status.DetectedBy != "lost: not Ready for 31s as seen by fedfailover" {
+		t.Fatalf("record %+v, want detection NotReady", rec.Status)
+	}
+	if r := w.members.reads(k.node.Name); r != 0 {
+		t.Errorf("%d Lease reads with detection NotReady, want none", r)
+	}
+}
+
+// TestEvidenceFirstNeedsEvidence (5): a Ready node whose Lease is never
+// renewed but whose Machine is not being deleted is not lost, and its Lease
+// is never read (the scale budget: only nodes with evidence are read).
+func TestEvidenceFirstNeedsEvidence(t *testing.T) {
+	e := startEvidenceEnv(t)
+	const cluster = "ev-noevidence"
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "")
+	w := e.world(t, cluster)
+	k := e.kubelet(t, "ev-noevidence-n1")
+	e.kubelet(t, "ev-noevidence-n2")
+	e.machine(t, cluster, k.node.Name, false)
+	w.seenByCache(k, true)
+	for range 5 {
+		must(t, w.pass())
+		w.advance(15 * time.Second)
+	}
+	n := k.live(t)
+	if tainted(n) || w.record(k.node.Name) != nil || n.Status.Conditions[0].Status != corev1.ConditionTrue {
+		t.Fatalf("no evidence, silent Lease: taints %v, record %v, Ready %s; want nothing", n.Spec.Taints, w.record(k.node.Name), n.Status.Conditions[0].Status)
+	}
+	if r := w.members.reads(k.node.Name); r != 0 {
+		t.Errorf("%d Lease reads of a node without evidence, want none", r)
+	}
+}

@@ -243,6 +243,10 @@ func (e *evidenceEnv) kubelet(t *testing.T, name string) *kubelet {
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40),
 			RenewTime: ptr.To(metav1.NowMicro())}}
 	must(t, e.member.Create(ctx, l))
+	t.Cleanup(func() { // the member is shared: leave no node to the next test's storm guard
+		_ = e.member.Delete(context.Background(), l)
+		_ = e.member.Delete(context.Background(), n)
+	})
 	return &kubelet{e: e, node: n}
 }
 

@@ -173,9 +173,21 @@ func TestStormCountsNodesLostByEvidence(t *testing.T) {
 	if !out.Suspended || !strings.Contains(out.message, "2 of 3 nodes lost") {
 		t.Fatalf("storm guard: suspended %v, %q; want a storm of 2 of 3 nodes lost (maxUnhealthy 1)", out.Suspended, out.message)
 	}
-	// One node lost by evidence is within maxUnhealthy 1.
+	// Killed seconds apart: a is lost by evidence, b's Lease is not silent
+	// yet. One lost node is within maxUnhealthy 1, but b, shown off by its
+	// Machine, is held with it: a is not acted on alone.
+	v.leases["b"] = readLeaseFor(t0.Add(-3*time.Second), 3*time.Second)
+	w2 := newRecoveryWorld(t, spec, false, nil)
+	out, err = w2.r.stormStep(context.Background(), v, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Suspended || !strings.Contains(out.hold, "2 of 3 nodes not Ready (or shown off by their Machines)") {
+		t.Fatalf("storm guard with a lost and b on its way: suspended %v, hold %q; want no storm and a hold of 2 of 3", out.Suspended, out.hold)
+	}
+	// b's Machine shows nothing: a alone is within maxUnhealthy.
 	delete(v.leases, "b")
-	if out, err = w.r.stormStep(context.Background(), v, t0.Add(time.Hour)); err != nil || out.State.Active && out.message == "" {
-		t.Fatalf("storm guard with one node lost: %+v, %v", out, err)
+	if out, err = w2.r.stormStep(context.Background(), v, t0); err != nil || out.Suspended || out.hold != "" {
+		t.Fatalf("storm guard with one node lost: %+v, %v; want neither storm nor hold", out, err)
 	}
 }

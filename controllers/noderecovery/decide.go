@@ -104,8 +104,8 @@ func lossOf(in planInput) loss {
 		}
 		l.Why, l.Wait = "not Ready; waiting for notReadyFor", lostAt.Sub(in.Now)
 	}
-	if !evidenceFirst(in.Policy) || in.Lease.FirstAt.IsZero() {
-		return l
+	if !evidenceFirst(in.Policy) || in.Lease.FirstAt.IsZero() || nodecond.Ready(in.Node) == nil {
+		return l // a node that never reported Ready has no loss to record (openRecord needs the condition)
 	}
 	sil := in.Lease.silence()
 	if !sil.Silent {

@@ -54,8 +54,9 @@ import (
 // evidenceEnv is the host, the member and a manager running the member
 // controllers against them.
 type evidenceEnv struct {
-	host     client.Client // admin, host
-	member   client.Client // admin, member (plays the kubelets)
+	runs     map[string]int // per test name: -count=N runs each test again on the same servers
+	host     client.Client  // admin, host
+	member   client.Client  // admin, member (plays the kubelets)
 	mgr      ctrl.Manager
 	cache    *member.Cache
 	endpoint clusterv1.APIEndpoint
@@ -110,7 +111,7 @@ func newEvidenceEnv() (*evidenceEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &evidenceEnv{cfg: memberCfg}
+	e := &evidenceEnv{cfg: memberCfg, runs: map[string]int{}}
 	if e.host, err = client.New(hostCfg, client.Options{Scheme: s}); err != nil {
 		return nil, err
 	}
@@ -162,6 +163,15 @@ func TestMain(m *testing.M) {
 		evidenceStop[i]()
 	}
 	os.Exit(code)
+}
+
+// unique names a test's member: base on the first run, base-N on the Nth.
+func (e *evidenceEnv) unique(base string) string {
+	e.runs[base]++
+	if n := e.runs[base]; n > 1 {
+		return fmt.Sprintf("%s-%d", base, n)
+	}
+	return base
 }
 
 // join makes a member named cluster of the member API server, as
@@ -459,12 +469,12 @@ func must(t testing.TB, err error) {
 // Ready.
 func TestEvidenceFirstDetection(t *testing.T) {
 	e := startEvidenceEnv(t)
-	const cluster = "ev-lost"
+	cluster := e.unique("ev-lost")
 	e.join(t, cluster)
 	e.policyFor(t, cluster, "")
 	w := e.world(t, cluster)
-	k := e.kubelet(t, "ev-lost-n1")
-	e.kubelet(t, "ev-lost-n2") // a healthy node: one of two lost is within maxUnhealthy 50%
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2") // a healthy node: one of two lost is within maxUnhealthy 50%
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 
@@ -484,7 +494,7 @@ func TestEvidenceFirstDetection(t *testing.T) {
 		t.Fatalf("the node's Ready condition changed: %+v", c)
 	}
 	rec := w.record(k.node.Name)
-	want := "lost by evidence: Machine capi/ev-lost-n1 is being deleted and its infrastructure is gone " +
+	want := "lost by evidence: Machine capi/" + k.node.Name + " is being deleted and its infrastructure is gone " +
 		"(InfrastructureReady=False, reason ObjectDeleted), kubelet Lease not renewed for 15s as seen by fedfailover"
 	if rec == nil || rec.Status.Detection != v1alpha1.NodeLossDetectionEvidence || rec.Status.DetectedBy != want || rec.Status.ActedAt == nil {
 		t.Fatalf("record %+v, want detection Evidence, detectedBy %q, acted", rec, want)
@@ -531,12 +541,12 @@ func TestEvidenceFirstDetection(t *testing.T) {
 // evidence alone would have tainted a node whose kubelet runs.
 func TestEvidenceFirstLeaseRenewedBetweenReadings(t *testing.T) {
 	e := startEvidenceEnv(t)
-	const cluster = "ev-renewed"
+	cluster := e.unique("ev-renewed")
 	e.join(t, cluster)
 	e.policyFor(t, cluster, "")
 	w := e.world(t, cluster)
-	k := e.kubelet(t, "ev-renewed-n1")
-	e.kubelet(t, "ev-renewed-n2")
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2")
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 	w.firstReading(k)
@@ -561,12 +571,12 @@ func TestEvidenceFirstLeaseRenewedBetweenReadings(t *testing.T) {
 // was tainted.
 func TestEvidenceFirstRenewalBeforeTheActCancelsIt(t *testing.T) {
 	e := startEvidenceEnv(t)
-	const cluster = "ev-recheck"
+	cluster := e.unique("ev-recheck")
 	e.join(t, cluster)
 	e.policyFor(t, cluster, "")
 	w := e.world(t, cluster)
-	k := e.kubelet(t, "ev-recheck-n1")
-	e.kubelet(t, "ev-recheck-n2")
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2")
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 	w.firstReading(k)
@@ -614,12 +624,12 @@ func TestEvidenceFirstRenewalBeforeTheActCancelsIt(t *testing.T) {
 // Unknown the node is lost after notReadyFor (30 s) on fedfailover's clock.
 func TestEvidenceFirstOffWithDetectionNotReady(t *testing.T) {
 	e := startEvidenceEnv(t)
-	const cluster = "ev-notready"
+	cluster := e.unique("ev-notready")
 	e.join(t, cluster)
 	e.policyFor(t, cluster, v1alpha1.NodeLossDetectionNotReady)
 	w := e.world(t, cluster)
-	k := e.kubelet(t, "ev-notready-n1")
-	e.kubelet(t, "ev-notready-n2")
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2")
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 	for range 3 {
@@ -668,12 +678,12 @@ func TestEvidenceFirstOffWithDetectionNotReady(t *testing.T) {
 // is never read (the scale budget: only nodes with evidence are read).
 func TestEvidenceFirstNeedsEvidence(t *testing.T) {
 	e := startEvidenceEnv(t)
-	const cluster = "ev-noevidence"
+	cluster := e.unique("ev-noevidence")
 	e.join(t, cluster)
 	e.policyFor(t, cluster, "")
 	w := e.world(t, cluster)
-	k := e.kubelet(t, "ev-noevidence-n1")
-	e.kubelet(t, "ev-noevidence-n2")
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2")
 	e.machine(t, cluster, k.node.Name, false)
 	w.seenByCache(k, true)
 	for range 5 {

@@ -437,9 +437,15 @@ func decideStaleReady(in planInput, p plan) plan {
 	}
 	p.Message = "the node reports the Ready condition it had when it was found lost by evidence, and fedfailover has not read its kubelet Lease renewed since: " +
 		"nothing is written until it does (the node runs) or the node is lost again; " + why
-	p.RequeueAfter = max(p.Loss.Wait, time.Second)
+	p.RequeueAfter = p.Loss.Wait // the new silence window
+	if p.RequeueAfter <= 0 {
+		p.RequeueAfter = staleReadyRecheck // the Lease could not be read
+	}
 	return p
 }
+
+// staleReadyRecheck bounds the wait for a Lease that could not be read.
+const staleReadyRecheck = 5 * time.Second
 
 // canRequestMachineDeletion: only the Machine of this node (nodeRef and
 // providerID, fencing.MachineOfNode), not being deleted already, and not

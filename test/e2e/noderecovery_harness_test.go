@@ -250,12 +250,15 @@ func volumeOnlyOn(ctx context.Context, cl client.Client, pv, node string) (bool,
 
 // restoreAfter powers a node back on when the test ends (if the test did
 // not already) and waits for it to be Ready without an out-of-service taint.
+// Whether it is still off is the lab's to say: a node found lost by evidence
+// is done with while it still reports Ready=True.
 func restoreAfter(t *testing.T, cluster, node string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		cl := theLab.MustClient(cluster)
 		n, err := getNode(ctx, cl, node)
-		if err != nil || lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) {
+		off, ferr := theLab.Faulted(node)
+		if err != nil || ferr != nil || off || lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) {
 			if err := theLab.Restore(ctx, node); err != nil {
 				t.Errorf("restore %s: %v", node, err)
 			}

@@ -101,6 +101,17 @@ type NodeRecoveryRecordStatus struct {
 	// taint before fedfailover acted: that taint is never removed by it.
 	// +optional
 	TaintPreexisting bool `json:"taintPreexisting,omitempty"`
+	// LostTaint is what fedfailover decided, with the intent, about its own
+	// NoSchedule taint (failover.fedfailover.io/lost, its value this
+	// record's UID) on a node whose pods it force-deletes while the node
+	// still reports Ready (method ForceDelete, node lost by evidence), so
+	// that the member's scheduler binds no replacement back onto it: Owned,
+	// fedfailover adds it before the first deletion and removes it, and only
+	// that exact taint, when the node returns; Preexisting, a taint with
+	// that key and effect was on the Node, read live, before: fedfailover
+	// neither adds nor removes it. Empty: no such taint was decided.
+	// +optional
+	LostTaint LostTaintOwnership `json:"lostTaint,omitempty"`
 	// Claims lists the namespace/claim of the in-scope pods on the node when
 	// it was fenced: the replacements tracked.
 	// +optional
@@ -165,6 +176,20 @@ type NodeRecoveryList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeRecovery `json:"items"`
 }
+
+// LostTaintOwnership says whether fedfailover's NoSchedule taint on a node
+// force-deleted while it reports Ready is fedfailover's to remove.
+// +kubebuilder:validation:Enum=Owned;Preexisting
+type LostTaintOwnership string
+
+// Ownerships of the lost taint.
+const (
+	// LostTaintOwned: fedfailover adds the taint and removes it.
+	LostTaintOwned LostTaintOwnership = "Owned"
+	// LostTaintPreexisting: a taint with the key and effect was there
+	// before fedfailover acted; it is never removed by fedfailover.
+	LostTaintPreexisting LostTaintOwnership = "Preexisting"
+)
 
 // Finish reasons of a NodeRecovery.
 const (

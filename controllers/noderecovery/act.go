@@ -12,11 +12,13 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
@@ -136,10 +138,13 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 }
 
 // cleanup closes the record of a node that is Ready again (or ran again
-// since the loss), first removing the out-of-service taint if, and only if,
-// fedfailover added it (the record says so; nothing on the member does).
+// since the loss), first removing the out-of-service taint and the
+// NoSchedule taint if, and only if, fedfailover added them (the record says
+// so; nothing on the member does). A cordon is never touched: fedfailover
+// never cordons.
 func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	ours := p.Rec.OwnsTaint && len(withoutTaint(n.Spec.Taints)) != len(n.Spec.Taints)
+	lost := p.Rec.OwnsLostTaint && len(withoutLostTaint(n.Spec.Taints, p.Rec.UID)) != len(n.Spec.Taints)
 	msg := p.Message
 	if ours {
 		// The KEP's advice: remove the taint only once the volumes released
@@ -155,14 +160,33 @@ func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node,
 			p.taintLeft = fmt.Sprintf("taint on node %s of member %s could not be removed yet: volume %s of a tracked claim is still attached to it", n.Name, v.cluster, pv)
 			return taintRemovalRecheck, nil
 		}
+	}
+	if ours || lost {
+		// The NoSchedule taint waits for nothing: it only kept new pods
+		// away from a node that was off (the two never go together: one is
+		// of the taint method, the other of ForceDelete).
 		upd := n.DeepCopy()
-		upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
-		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-			return 0, fmt.Errorf("removing the out-of-service taint: %w", err)
+		if ours {
+			upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
 		}
+		if lost {
+			upd.Spec.Taints = withoutLostTaint(upd.Spec.Taints, p.Rec.UID)
+		}
+		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("removing fedfailover's taints: %w", err)
+		}
+	}
+	switch {
+	case ours:
 		msg += "; out-of-service taint added by fedfailover removed"
-	} else if p.Rec.Acted() && hasOutOfServiceTaint(n.Spec.Taints) {
+	case p.Rec.Acted() && hasOutOfServiceTaint(n.Spec.Taints):
 		msg += "; the out-of-service taint stays: fedfailover did not add it (or cannot prove it did), so only its owner removes it"
+	}
+	switch {
+	case lost:
+		msg += "; NoSchedule taint " + contract.TaintLost + " added by fedfailover removed"
+	case p.Rec.LostTaint != "" && hasLostTaint(n.Spec.Taints):
+		msg += "; the NoSchedule taint " + contract.TaintLost + " stays: it was there before fedfailover acted (or is not the one it added), so only its owner removes it"
 	}
 	if p.record != nil {
 		if err := r.finishRecord(ctx, p.record, p.Finish, msg); err != nil {
@@ -225,16 +249,37 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 		if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
 			st.Phase, st.Method, st.Evidence, st.Claims = v1alpha1.RecoveryPhaseActing, p.Method, p.Verdict.Reason, claims
 			st.TaintPreexisting, st.IntentAt = hasOutOfServiceTaint(live.Spec.Taints), metaTimePtr(now)
+			// Whether a NoSchedule taint with fedfailover's key is there
+			// before us decides, for good, whether it may ever remove it.
+			st.LostTaint = ""
+			if p.LostTaint {
+				st.LostTaint = v1alpha1.LostTaintOwned
+				if hasLostTaint(live.Spec.Taints) {
+					st.LostTaint = v1alpha1.LostTaintPreexisting
+				}
+			}
 		}); err != nil {
 			return 0, fmt.Errorf("recording the intent: %w", err)
 		}
 		p.Rec = recordedOf(rec)
 	}
-	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint && !hasOutOfServiceTaint(live.Spec.Taints) {
-		upd := live.DeepCopy()
+	// One patch, optimistic-locked on the Node just read live, adds what the
+	// method needs: the out-of-service taint, or (ForceDelete on a node that
+	// may still report Ready) the NoSchedule taint, before any pod is
+	// deleted, so that the scheduler binds no replacement onto the node.
+	upd := live.DeepCopy()
+	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
 		upd.Spec.Taints = withTaint(upd.Spec.Taints)
+	}
+	if p.Rec.OwnsLostTaint {
+		upd.Spec.Taints = withLostTaint(upd.Spec.Taints, p.Rec.UID)
+	}
+	if len(upd.Spec.Taints) != len(live.Spec.Taints) {
 		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{})); err != nil {
-			return 0, fmt.Errorf("applying the out-of-service taint: %w", err)
+			if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+				return 0, fmt.Errorf("applying the out-of-service taint: %w", err)
+			}
+			return 0, fmt.Errorf("applying the %s taint: %w", contract.TaintLost, err)
 		}
 	}
 	now := r.now()
@@ -249,9 +294,16 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	if p.Method == v1alpha1.RecoveryMethodForceDelete {
 		reason = ReasonForceDeleteStarted
 	}
-	msg := fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Verdict.Message())
+	what := fmt.Sprintf("%s (%d claims tracked)", p.Method, len(p.Rec.Claims))
+	switch p.Rec.LostTaint {
+	case v1alpha1.LostTaintOwned:
+		what += "; the node tainted " + contract.TaintLost + ":NoSchedule first, so that no replacement is scheduled onto it"
+	case v1alpha1.LostTaintPreexisting:
+		what += "; the node already had a " + contract.TaintLost + ":NoSchedule taint, left to its owner"
+	}
+	msg := what + "; " + p.Verdict.Message()
 	if p.Loss.By == v1alpha1.NodeLossDetectionEvidence {
-		msg = fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Loss.Message)
+		msg = what + "; " + p.Loss.Message
 	}
 	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method), msg)
 	return r.forceDelete(ctx, v, n, p, true)
@@ -762,6 +814,37 @@ func withTaint(taints []corev1.Taint) []corev1.Taint {
 		return taints
 	}
 	return append(slices.Clone(taints), OutOfServiceTaint)
+}
+
+// lostTaintOf is fedfailover's NoSchedule taint for the record uid.
+func lostTaintOf(uid types.UID) corev1.Taint {
+	return corev1.Taint{Key: contract.TaintLost, Value: string(uid), Effect: corev1.TaintEffectNoSchedule}
+}
+
+// hasLostTaint: a NoSchedule taint with fedfailover's key, whoever put it
+// (a Node holds at most one taint per key and effect).
+func hasLostTaint(taints []corev1.Taint) bool {
+	return slices.ContainsFunc(taints, func(t corev1.Taint) bool {
+		return t.Key == contract.TaintLost && t.Effect == corev1.TaintEffectNoSchedule
+	})
+}
+
+// withLostTaint returns the taints plus the record's NoSchedule taint,
+// unless one with its key and effect is there already.
+func withLostTaint(taints []corev1.Taint, uid types.UID) []corev1.Taint {
+	if hasLostTaint(taints) {
+		return taints
+	}
+	return append(slices.Clone(taints), lostTaintOf(uid))
+}
+
+// withoutLostTaint drops only the record's exact NoSchedule taint: one with
+// another value was put by someone else (or for another record).
+func withoutLostTaint(taints []corev1.Taint, uid types.UID) []corev1.Taint {
+	ours := lostTaintOf(uid)
+	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool {
+		return t.Key == ours.Key && t.Value == ours.Value && t.Effect == ours.Effect
+	})
 }
 
 // withoutTaint drops only the exact taint fedfailover adds: an

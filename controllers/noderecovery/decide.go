@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
@@ -215,6 +216,10 @@ type plan struct {
 	// Loss is how the node is lost in this pass (lossOf); By is empty when
 	// it is not.
 	Loss loss
+	// LostTaint: before its first force deletion the node gets fedfailover's
+	// NoSchedule taint (lostTaintOf), recorded with the intent; decided for
+	// ForceDelete on a node lost by evidence (see decide).
+	LostTaint bool
 	// taintLeft, set by cleanup, says why fedfailover's taint stays.
 	taintLeft string
 	// record is the node's NodeRecovery, written by apply (nil: none yet).
@@ -304,9 +309,15 @@ func decide(in planInput) plan {
 		p.Message = "the member API server's version is unknown, so method Auto cannot choose between OutOfServiceTaint and ForceDelete: " +
 			"nothing is done until it is known (or set the method explicitly); " + p.Verdict.Message()
 	case v1alpha1.RecoveryMethodOutOfServiceTaint:
-		p.Step = stepTaint
+		p.Step = stepTaint // NoExecute: the scheduler keeps away from the node too
 	default:
 		p.Step = stepForceDelete
+		// A node lost by evidence may still report Ready=True, so no node
+		// lifecycle taint keeps the member's scheduler away from it yet: a
+		// replacement bound back onto it would be force-deleted again every
+		// pass until the node is marked not Ready. Lost by its Ready
+		// condition, the lifecycle controller's NoSchedule taint does it.
+		p.LostTaint = evidence
 	}
 	return p
 }
@@ -345,6 +356,9 @@ func decideActed(in planInput, p plan) plan {
 			if p.Method == v1alpha1.RecoveryMethodForceDelete {
 				p.Step = stepForceDelete
 			}
+			// What the intent decided about the NoSchedule taint holds,
+			// however the node is lost now.
+			p.LostTaint = p.Rec.OwnsLostTaint
 			return p
 		}
 		// Both methods force-delete the in-scope pods of the fenced node: with
@@ -472,7 +486,13 @@ type recorded struct {
 	// out-of-service taint: the intent was the taint method, no such taint was
 	// there before, and the record is fedfailover's own (not migrated).
 	OwnsTaint bool
-	Migrated  bool
+	// LostTaint is what the intent decided about fedfailover's NoSchedule
+	// taint; OwnsLostTaint is true when fedfailover adds it and may remove
+	// it (the exact taint valued with UID, the record's).
+	LostTaint     v1alpha1.LostTaintOwnership
+	OwnsLostTaint bool
+	UID           types.UID
+	Migrated      bool
 }
 
 // Acted is true once an intent was recorded: the action may have happened.
@@ -489,5 +509,10 @@ func recordedOf(rec *v1alpha1.NodeRecovery) recorded {
 		m.Action = ""
 	}
 	m.OwnsTaint = m.Action == v1alpha1.RecoveryMethodOutOfServiceTaint && !st.TaintPreexisting && !st.Migrated
+	m.UID = rec.UID
+	if m.Action != "" {
+		m.LostTaint = st.LostTaint
+	}
+	m.OwnsLostTaint = m.LostTaint == v1alpha1.LostTaintOwned && !st.Migrated
 	return m
 }

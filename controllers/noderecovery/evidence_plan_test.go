@@ -51,22 +51,58 @@ func TestDecideEvidenceFirst(t *testing.T) {
 	silent := readLeaseFor(t0.Add(-15*time.Second), 15*time.Second) // unchanged 15 s: past 14 s
 	young := readLeaseFor(t0.Add(-10*time.Second), 10*time.Second)  // unchanged 10 s: 4 s to go
 	notReady := func(p *v1alpha1.NodeRecoverySpec) { p.Detection = v1alpha1.NodeLossDetectionNotReady }
+	forceDelete := func(p *v1alpha1.NodeRecoverySpec) { p.Method = v1alpha1.RecoveryMethodForceDelete }
+	// intentOnly is a ForceDelete record whose intent (with lostTaint) is
+	// recorded but not the action: a restart in between.
+	intentOnly := func(lt v1alpha1.LostTaintOwnership) *v1alpha1.NodeRecovery {
+		rec := evidenceRecord(readySince, true)
+		rec.Status.Method, rec.Status.ActedAt, rec.Status.LostTaint = v1alpha1.RecoveryMethodForceDelete, nil, lt
+		return rec
+	}
 	cases := []struct {
-		name     string
-		in       planInput
-		phase    v1alpha1.RecoveryPhase
-		step     step
-		by       v1alpha1.NodeLossDetection
-		finish   string
-		message  string
-		requeue  time.Duration
-		noRecord bool
+		name      string
+		in        planInput
+		phase     v1alpha1.RecoveryPhase
+		step      step
+		by        v1alpha1.NodeLossDetection
+		finish    string
+		message   string
+		requeue   time.Duration
+		noRecord  bool
+		lostTaint bool
 	}{
 		{name: "Ready, infrastructure deleted, Lease silent: lost by evidence, taint at once",
 			in:    planInput{Node: ready(), Machine: deletedMachine(), Policy: policy(), Lease: silent, ServerMajor: 1, ServerMinor: 37},
 			phase: v1alpha1.RecoveryPhaseFenced, step: stepTaint, by: v1alpha1.NodeLossDetectionEvidence,
 			message: "lost by evidence: Machine default/n1 is being deleted and its infrastructure is gone (InfrastructureReady=False, reason ObjectDeleted), " +
 				"kubelet Lease not renewed for 15s as seen by fedfailover"},
+		// ForceDelete on a node that still reports Ready=True: no node
+		// lifecycle taint keeps the scheduler away from it, so the node gets
+		// fedfailover's NoSchedule taint before its pods are deleted.
+		{name: "Ready, infrastructure deleted, Lease silent, ForceDelete: force delete, the node tainted NoSchedule first",
+			in:    planInput{Node: ready(), Machine: deletedMachine(), Policy: policy(forceDelete), Lease: silent, ServerMajor: 1, ServerMinor: 37},
+			phase: v1alpha1.RecoveryPhaseFenced, step: stepForceDelete, by: v1alpha1.NodeLossDetectionEvidence, lostTaint: true},
+		{name: "Auto on a member below 1.28 is ForceDelete: tainted NoSchedule first too",
+			in:    planInput{Node: ready(), Machine: deletedMachine(), Policy: policy(), Lease: silent, ServerMajor: 1, ServerMinor: 27},
+			phase: v1alpha1.RecoveryPhaseFenced, step: stepForceDelete, by: v1alpha1.NodeLossDetectionEvidence, lostTaint: true},
+		{name: "ForceDelete on a node lost by its Ready condition: the lifecycle controller's taint keeps the scheduler away, none of ours",
+			in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(-time.Minute), nil), Machine: deletedMachine(), Policy: policy(forceDelete),
+				Sighting: seen(corev1.ConditionUnknown, t0.Add(-time.Minute), t0.Add(-time.Minute)), ServerMajor: 1, ServerMinor: 37},
+			phase: v1alpha1.RecoveryPhaseFenced, step: stepForceDelete, by: v1alpha1.NodeLossDetectionNotReady},
+		{name: "intent with the NoSchedule taint recorded, not the action (a restart): force delete, tainted first, whatever the loss now",
+			in: planInput{Node: node(corev1.ConditionUnknown, t0.Add(-time.Second), nil), Record: intentOnly(v1alpha1.LostTaintOwned),
+				Machine: deletedMachine(), Policy: policy(forceDelete), Lease: silent, Sighting: seen(corev1.ConditionUnknown, t0.Add(-time.Second), t0.Add(-time.Second))},
+			phase: v1alpha1.RecoveryPhaseActing, step: stepForceDelete, by: v1alpha1.NodeLossDetectionEvidence, lostTaint: true},
+		{name: "intent found a NoSchedule taint of someone else's: never added, never owned",
+			in:    planInput{Node: ready(), Record: intentOnly(v1alpha1.LostTaintPreexisting), Machine: deletedMachine(), Policy: policy(forceDelete), Lease: silent},
+			phase: v1alpha1.RecoveryPhaseActing, step: stepForceDelete, by: v1alpha1.NodeLossDetectionEvidence},
+		{name: "acted: later force deletions add no taint (one removed by hand stays removed)",
+			in: planInput{Node: ready(), Record: func() *v1alpha1.NodeRecovery {
+				r := intentOnly(v1alpha1.LostTaintOwned)
+				r.Status.ActedAt = r.Status.IntentAt
+				return r
+			}(), Machine: deletedMachine(), Policy: policy(forceDelete), Lease: silent},
+			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, by: v1alpha1.NodeLossDetectionEvidence},
 		{name: "Lease unchanged for less than the window: nothing yet, look again when it ends",
 			in:      planInput{Node: ready(), Machine: deletedMachine(), Policy: policy(), Lease: young, ServerMajor: 1, ServerMinor: 37},
 			requeue: 4 * time.Second},
@@ -133,6 +169,9 @@ func TestDecideEvidenceFirst(t *testing.T) {
 			p := decide(c.in)
 			if p.Phase != c.phase || p.Step != c.step || p.Loss.By != c.by || p.Finish != c.finish {
 				t.Fatalf("got phase %q step %q by %q finish %q (%s), want %q %q %q %q", p.Phase, p.Step, p.Loss.By, p.Finish, p.Message, c.phase, c.step, c.by, c.finish)
+			}
+			if p.LostTaint != c.lostTaint {
+				t.Errorf("NoSchedule taint before the force deletion: %v, want %v", p.LostTaint, c.lostTaint)
 			}
 			if !strings.Contains(p.Message, c.message) {
 				t.Errorf("message %q, want it to contain %q", p.Message, c.message)

@@ -348,7 +348,7 @@ func (r *Reconciler) reportUnreachable(ctx context.Context, cluster string, why 
 	}
 	var rep memberReport
 	for node, rec := range active {
-		if !recordedOf(rec).OwnsTaint || rec.Status.ActedAt == nil {
+		if m := recordedOf(rec); (!m.OwnsTaint && !m.OwnsLostTaint) || rec.Status.ActedAt == nil {
 			continue
 		}
 		rep.Policy = rec.Spec.Policy

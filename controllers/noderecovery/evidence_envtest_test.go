@@ -36,6 +36,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/paths"
@@ -221,8 +222,9 @@ func (e *evidenceEnv) join(t *testing.T, cluster string) {
 }
 
 // policyFor creates the member's FailoverPolicy (its KubeFedCluster's
-// label selects it): one per test, so that tests never share state.
-func (e *evidenceEnv) policyFor(t *testing.T, cluster string, detection v1alpha1.NodeLossDetection) {
+// label selects it): one per test, so that tests never share state. Its
+// method is OutOfServiceTaint unless mut says otherwise.
+func (e *evidenceEnv) policyFor(t *testing.T, cluster string, detection v1alpha1.NodeLossDetection, mut ...func(*v1alpha1.NodeRecoverySpec)) {
 	t.Helper()
 	all := intstr.FromString("50%")
 	p := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: cluster},
@@ -230,8 +232,14 @@ func (e *evidenceEnv) policyFor(t *testing.T, cluster string, detection v1alpha1
 			NodeRecovery: &v1alpha1.NodeRecoverySpec{NotReadyFor: "30s", Detection: detection, MaxUnhealthy: &all,
 				Method:  v1alpha1.RecoveryMethodOutOfServiceTaint,
 				Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}}}}
+	for _, m := range mut {
+		m(p.Spec.NodeRecovery)
+	}
 	must(t, e.host.Create(context.Background(), p))
 }
+
+// forceDelete is the method of members without the out-of-service taint.
+func forceDelete(s *v1alpha1.NodeRecoverySpec) { s.Method = v1alpha1.RecoveryMethodForceDelete }
 
 // kubelet plays one node's kubelet: a Node reporting Ready for an hour (the
 // member's clock) and its Lease, renewed by renew.
@@ -248,6 +256,11 @@ func (e *evidenceEnv) kubelet(t *testing.T, name string) *kubelet {
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))}}
 	must(t, e.member.Status().Update(ctx, n))
+	// The API server's TaintNodesByCondition admission created the Node
+	// with node.kubernetes.io/not-ready:NoSchedule; the node lifecycle
+	// controller (none runs here) removes it from a Ready node.
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	must(t, e.member.Update(ctx, n))
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: fencing.NodeLeaseNamespace, Name: name,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: n.UID}}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40),
@@ -304,12 +317,56 @@ func (e *evidenceEnv) machine(t *testing.T, cluster, node string, gone bool) {
 
 // countingMembers is the production member cache; only its live client is
 // wrapped: Lease reads are counted, and beforeLiveNode runs before the live
-// re-read of a Node (the act's re-check, never the gather).
+// re-read of a Node (the act's re-check, never the gather). When
+// beforePodDelete or failNodePatch is set, the cached client is wrapped
+// too: the first runs before each pod deletion fedfailover sends, the
+// second may fail a Node patch before it is sent (reads still come from
+// the member cache, listed instead of visited).
 type countingMembers struct {
 	*member.Cache
-	mu             sync.Mutex
-	leaseReads     map[string]int
-	beforeLiveNode func(name string)
+	mu              sync.Mutex
+	leaseReads      map[string]int
+	beforeLiveNode  func(name string)
+	beforePodDelete func(p *corev1.Pod)
+	failNodePatch   func(name string) error
+}
+
+func (c *countingMembers) GetClient(ctx context.Context, cluster string) (client.Client, error) {
+	cl, err := c.Cache.GetClient(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	h := &writeHooks{Client: cl, beforePodDelete: c.beforePodDelete, failNodePatch: c.failNodePatch}
+	c.mu.Unlock()
+	if h.beforePodDelete == nil && h.failNodePatch == nil {
+		return cl, nil
+	}
+	return h, nil
+}
+
+// writeHooks runs beforePodDelete before every pod deletion through the
+// client, and failNodePatch before every Node patch (an error fails it).
+type writeHooks struct {
+	client.Client
+	beforePodDelete func(p *corev1.Pod)
+	failNodePatch   func(name string) error
+}
+
+func (h *writeHooks) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if p, ok := obj.(*corev1.Pod); ok && h.beforePodDelete != nil {
+		h.beforePodDelete(p)
+	}
+	return h.Client.Delete(ctx, obj, opts...)
+}
+
+func (h *writeHooks) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if n, ok := obj.(*corev1.Node); ok && h.failNodePatch != nil {
+		if err := h.failNodePatch(n.Name); err != nil {
+			return err
+		}
+	}
+	return h.Client.Patch(ctx, obj, patch, opts...)
 }
 
 func (c *countingMembers) GetUncachedClient(ctx context.Context, cluster string) (client.Client, error) {
@@ -451,6 +508,99 @@ func tainted(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t == OutOfServiceTaint })
 }
 
+// lostTainted: the node carries a NoSchedule taint with fedfailover's
+// lost key, whoever put it.
+func lostTainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == contract.TaintLost && t.Effect == corev1.TaintEffectNoSchedule
+	})
+}
+
+// namespace creates a namespace for a test's pods in the member.
+func (e *evidenceEnv) namespace(t *testing.T, name string) string {
+	t.Helper()
+	must(t, e.member.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	t.Cleanup(func() {
+		_ = e.member.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+	return name
+}
+
+// pod creates a pod bound to node (as the scheduler's binding leaves it;
+// no kubelet runs it).
+func (e *evidenceEnv) pod(t *testing.T, ns, name, node string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "db"}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "db", Image: "db"}}}}
+	must(t, e.member.Create(context.Background(), p))
+	return p
+}
+
+// schedule plays the member's scheduler for a replacement pod that
+// tolerates nothing, over the test's nodes, with the default scheduler's own
+// filters, read from the member's API server: a cordoned node
+// (NodeUnschedulable) and a node with any NoSchedule or NoExecute taint
+// (TaintToleration) are filtered out; the Ready condition is not read (the
+// node lifecycle controller's taints stand for it). Of the rest it picks
+// the node with the fewest pods, as least-allocated scoring does for pods
+// that request alike; ties go by name. A node whose pods were just
+// force-deleted is the emptiest: without a taint, the replacement lands
+// there.
+func (e *evidenceEnv) schedule(t *testing.T, nodes ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	var pods corev1.PodList
+	must(t, e.member.List(ctx, &pods))
+	count := map[string]int{}
+	for _, p := range pods.Items {
+		count[p.Spec.NodeName]++
+	}
+	best := ""
+	for _, name := range slices.Sorted(slices.Values(nodes)) {
+		n := &corev1.Node{}
+		must(t, e.member.Get(ctx, client.ObjectKey{Name: name}, n))
+		if n.Spec.Unschedulable || slices.ContainsFunc(n.Spec.Taints, func(taint corev1.Taint) bool {
+			return taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute
+		}) {
+			continue
+		}
+		if best == "" || count[name] < count[best] {
+			best = name
+		}
+	}
+	if best == "" {
+		t.Fatalf("no node of %v fits", nodes)
+	}
+	return best
+}
+
+// podCached waits until the member cache holds the pod.
+func (w *evidenceWorld) podCached(p *corev1.Pod) {
+	w.t.Helper()
+	poll.T(w.t, 30*time.Second, 100*time.Millisecond, "the cache to hold pod "+p.Name, poll.NoError(func() error {
+		cl, err := w.e.cache.GetClient(context.Background(), w.cluster)
+		if err != nil {
+			return err
+		}
+		return cl.Get(context.Background(), client.ObjectKeyFromObject(p), &corev1.Pod{})
+	}))
+}
+
+// podGone: the pod (this UID) no longer exists in the member.
+func (w *evidenceWorld) podGone(p *corev1.Pod) error {
+	cur := &corev1.Pod{}
+	err := w.e.member.Get(context.Background(), client.ObjectKeyFromObject(p), cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case cur.UID == p.UID:
+		return fmt.Errorf("pod %s still there", p.Name)
+	}
+	return nil
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
@@ -492,6 +642,9 @@ func TestEvidenceFirstDetection(t *testing.T) {
 	n := k.live(t)
 	if c := n.Status.Conditions[0]; c.Status != corev1.ConditionTrue {
 		t.Fatalf("the node's Ready condition changed: %+v", c)
+	}
+	if lostTainted(n) {
+		t.Fatalf("the out-of-service taint (NoExecute) keeps the scheduler away already, yet the node got a NoSchedule taint too: %v", n.Spec.Taints)
 	}
 	rec := w.record(k.node.Name)
 	want := "lost by evidence: Machine capi/" + k.node.Name + " is being deleted and its infrastructure is gone " +
@@ -696,5 +849,226 @@ func TestEvidenceFirstNeedsEvidence(t *testing.T) {
 	}
 	if r := w.members.reads(k.node.Name); r != 0 {
 		t.Errorf("%d Lease reads of a node without evidence, want none", r)
+	}
+}
+
+// TestEvidenceFirstForceDeleteTaintsNoScheduleFirst (6): method ForceDelete
+// (members without the out-of-service taint), the node lost by evidence
+// while it still reports Ready=True and carries no taint. Before its pod is
+// force-deleted, the node carries fedfailover's NoSchedule taint
+// (failover.fedfailover.io/lost, valued with the record's UID), as read
+// from the API server at the moment of the deletion; the replacement the
+// StatefulSet controller creates is placed by the scheduler's rules on the
+// other node, and stays there (no deletion again and again). An admin
+// cordons the node meanwhile. When the kubelet renews its Lease the taint
+// is removed, the cordon stays, and the record finishes. On the old code
+// the node had no taint when the pod was deleted, and the replacement was
+// scheduled back onto the dead node (the emptiest, and Ready as far as the
+// scheduler knew).
+func TestEvidenceFirstForceDeleteTaintsNoScheduleFirst(t *testing.T) {
+	e := startEvidenceEnv(t)
+	cluster := e.unique("ev-force")
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "", forceDelete)
+	w := e.world(t, cluster)
+	k := e.kubelet(t, cluster+"-n1")
+	k2 := e.kubelet(t, cluster+"-n2")
+	e.machine(t, cluster, k.node.Name, true)
+	ns := e.namespace(t, cluster)
+	old := e.pod(t, ns, "db-0", k.node.Name)
+	e.pod(t, ns, "web-0", k2.node.Name)
+	w.seenByCache(k, true)
+	w.podCached(old)
+
+	var atDelete []*corev1.Node // the dead node as its API server had it at each deletion of db-0
+	w.members.mu.Lock()
+	w.members.beforePodDelete = func(p *corev1.Pod) {
+		if p.Namespace == ns && p.Name == "db-0" {
+			atDelete = append(atDelete, k.live(t))
+		}
+	}
+	w.members.mu.Unlock()
+	w.firstReading(k)
+	if n := k.live(t); lostTainted(n) {
+		t.Fatalf("tainted on the first reading of the Lease: %v", n.Spec.Taints)
+	}
+	w.advance(15 * time.Second)
+	w.passUntil("db-0 force-deleted", func() error { return w.podGone(old) })
+
+	if len(atDelete) == 0 {
+		t.Fatal("the pod deletion was not seen")
+	}
+	for i, n := range atDelete {
+		if !lostTainted(n) {
+			t.Errorf("deletion %d of db-0: the node's taints were %v: nothing kept the scheduler away from it", i+1, n.Spec.Taints)
+		}
+		if c := n.Status.Conditions[0]; c.Status != corev1.ConditionTrue {
+			t.Fatalf("deletion %d of db-0: the node was %s, want a node still reporting Ready=True", i+1, c.Status)
+		}
+	}
+	// The StatefulSet controller re-creates db-0; the scheduler binds it.
+	on := e.schedule(t, k.node.Name, k2.node.Name)
+	if on == k.node.Name {
+		t.Fatalf("the replacement was scheduled onto the dead node %s (Ready=True, taints %v)", on, k.live(t).Spec.Taints)
+	}
+
+	rec := w.record(k.node.Name)
+	if rec == nil || rec.Status.Method != v1alpha1.RecoveryMethodForceDelete || rec.Status.Detection != v1alpha1.NodeLossDetectionEvidence ||
+		rec.Status.LostTaint != v1alpha1.LostTaintOwned || rec.Status.ActedAt == nil {
+		t.Fatalf("record %+v, want ForceDelete by evidence, lostTaint Owned, acted", rec)
+	}
+	ours := corev1.Taint{Key: contract.TaintLost, Value: string(rec.UID), Effect: corev1.TaintEffectNoSchedule}
+	if !slices.Contains(atDelete[0].Spec.Taints, ours) {
+		t.Fatalf("the node's taints at the deletion were %v, want %v (valued with the record's UID)", atDelete[0].Spec.Taints, ours)
+	}
+	if n := k.live(t); tainted(n) || len(n.Spec.Taints) != 1 {
+		t.Fatalf("taints %v, want only %v (ForceDelete adds no out-of-service taint)", n.Spec.Taints, ours)
+	}
+	repl := e.pod(t, ns, "db-0", on)
+	for range 3 {
+		w.advance(time.Second)
+		must(t, w.pass())
+	}
+	cur := &corev1.Pod{}
+	must(t, e.member.Get(context.Background(), client.ObjectKeyFromObject(repl), cur))
+	if cur.UID != repl.UID || cur.DeletionTimestamp != nil {
+		t.Fatalf("the replacement on %s was deleted", on)
+	}
+	if len(atDelete) != 1 {
+		t.Fatalf("db-0 was deleted %d times, want once", len(atDelete))
+	}
+
+	// An admin cordons the dead node: that is not fedfailover's to undo.
+	n := k.live(t)
+	n.Spec.Unschedulable = true
+	must(t, e.member.Update(context.Background(), n))
+	// The kubelet comes back: the Lease is renewed, the taint goes.
+	k.renew(t)
+	w.advance(2 * time.Second)
+	w.passUntil("the NoSchedule taint removed", func() error {
+		if n := k.live(t); slices.Contains(n.Spec.Taints, ours) {
+			return fmt.Errorf("still tainted: %v", n.Spec.Taints)
+		}
+		return nil
+	})
+	if n := k.live(t); !n.Spec.Unschedulable || len(n.Spec.Taints) != 0 {
+		t.Fatalf("after the return: unschedulable %v, taints %v; want the admin's cordon kept and no taint", n.Spec.Unschedulable, n.Spec.Taints)
+	}
+	rec = w.record(k.node.Name)
+	if rec.Status.Phase != v1alpha1.RecoveryPhaseFinished || rec.Status.FinishReason != v1alpha1.FinishNodeReturned ||
+		!strings.Contains(rec.Status.Message, "NoSchedule taint "+contract.TaintLost+" added by fedfailover removed") {
+		t.Fatalf("record %+v, want finished NodeReturned, saying the NoSchedule taint was removed", rec.Status)
+	}
+}
+
+// TestEvidenceFirstForceDeleteKeepsSomeoneElsesTaint (7): as (6), but the
+// node already carries a NoSchedule taint with fedfailover's key, put by an
+// admin (another value). fedfailover adds no second one, records it as
+// preexisting, force-deletes the pod (the node is unschedulable anyway),
+// and leaves the admin's taint in place when the node returns.
+func TestEvidenceFirstForceDeleteKeepsSomeoneElsesTaint(t *testing.T) {
+	e := startEvidenceEnv(t)
+	cluster := e.unique("ev-force-admin")
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "", forceDelete)
+	w := e.world(t, cluster)
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2")
+	admins := corev1.Taint{Key: contract.TaintLost, Value: "maintenance", Effect: corev1.TaintEffectNoSchedule}
+	n := k.live(t)
+	n.Spec.Taints = []corev1.Taint{admins}
+	must(t, e.member.Update(context.Background(), n))
+	e.machine(t, cluster, k.node.Name, true)
+	ns := e.namespace(t, cluster)
+	old := e.pod(t, ns, "db-0", k.node.Name)
+	w.seenByCache(k, true)
+	w.podCached(old)
+	w.firstReading(k)
+	w.advance(15 * time.Second)
+	w.passUntil("db-0 force-deleted", func() error { return w.podGone(old) })
+	rec := w.record(k.node.Name)
+	if rec == nil || rec.Status.LostTaint != v1alpha1.LostTaintPreexisting || rec.Status.ActedAt == nil {
+		t.Fatalf("record %+v, want lostTaint Preexisting, acted", rec)
+	}
+	if n := k.live(t); !slices.Equal(n.Spec.Taints, []corev1.Taint{admins}) {
+		t.Fatalf("taints %v, want only the admin's %v", n.Spec.Taints, admins)
+	}
+	k.renew(t)
+	w.advance(2 * time.Second)
+	w.passUntil("the record finished", func() error {
+		if rec := w.record(k.node.Name); rec.Status.Phase != v1alpha1.RecoveryPhaseFinished {
+			return fmt.Errorf("phase %s", rec.Status.Phase)
+		}
+		return nil
+	})
+	if n := k.live(t); !slices.Equal(n.Spec.Taints, []corev1.Taint{admins}) {
+		t.Fatalf("after the return: taints %v, want the admin's %v kept", n.Spec.Taints, admins)
+	}
+	if rec := w.record(k.node.Name); !strings.Contains(rec.Status.Message, "stays: it was there before fedfailover acted") {
+		t.Fatalf("record message %q, want it to say the taint stays", rec.Status.Message)
+	}
+}
+
+// TestEvidenceFirstForceDeleteRestartBetweenIntentAndTaint (8): as (6), but
+// the process stops between the intent (lostTaint Owned) and the taint: its
+// Node patch fails, and no pod is deleted. A new process, once it has read
+// the Lease silent itself, adds the taint the intent decided before it
+// deletes the pod.
+func TestEvidenceFirstForceDeleteRestartBetweenIntentAndTaint(t *testing.T) {
+	e := startEvidenceEnv(t)
+	cluster := e.unique("ev-force-restart")
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "", forceDelete)
+	w := e.world(t, cluster)
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2")
+	e.machine(t, cluster, k.node.Name, true)
+	ns := e.namespace(t, cluster)
+	old := e.pod(t, ns, "db-0", k.node.Name)
+	w.seenByCache(k, true)
+	w.podCached(old)
+
+	var atDelete []*corev1.Node
+	w.members.mu.Lock()
+	w.members.failNodePatch = func(name string) error {
+		if name == k.node.Name {
+			return fmt.Errorf("the process stopped before its taint patch")
+		}
+		return nil
+	}
+	w.members.beforePodDelete = func(p *corev1.Pod) {
+		if p.Namespace == ns && p.Name == "db-0" {
+			atDelete = append(atDelete, k.live(t))
+		}
+	}
+	w.members.mu.Unlock()
+	w.firstReading(k)
+	w.advance(15 * time.Second)
+	poll.T(t, 30*time.Second, 100*time.Millisecond, "the intent recorded", poll.NoError(func() error {
+		_ = w.pass() // fails once the taint patch is tried
+		if rec := w.record(k.node.Name); rec == nil || rec.Status.IntentAt == nil {
+			return fmt.Errorf("no intent yet")
+		}
+		return nil
+	}))
+	rec := w.record(k.node.Name)
+	if rec.Status.LostTaint != v1alpha1.LostTaintOwned || rec.Status.ActedAt != nil || len(atDelete) != 0 || lostTainted(k.live(t)) {
+		t.Fatalf("record %+v, %d deletions, taints %v: want the intent (lostTaint Owned) only, nothing written", rec.Status, len(atDelete), k.live(t).Spec.Taints)
+	}
+
+	// A new process.
+	w.members.mu.Lock()
+	w.members.failNodePatch = nil
+	w.members.mu.Unlock()
+	w.r = w.reconciler()
+	w.firstReading(k)
+	w.advance(15 * time.Second)
+	w.passUntil("db-0 force-deleted", func() error { return w.podGone(old) })
+	ours := corev1.Taint{Key: contract.TaintLost, Value: string(rec.UID), Effect: corev1.TaintEffectNoSchedule}
+	if len(atDelete) == 0 || !slices.Contains(atDelete[0].Spec.Taints, ours) {
+		t.Fatalf("the node at the deletions: %v, want %v on it first", atDelete, ours)
+	}
+	if rec := w.record(k.node.Name); rec.Status.ActedAt == nil || rec.Status.LostTaint != v1alpha1.LostTaintOwned {
+		t.Fatalf("record %+v, want acted with lostTaint Owned", rec.Status)
 	}
 }

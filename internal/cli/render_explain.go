@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 // RenderExplanation writes an explanation in `kubectl describe` style.
@@ -209,6 +210,12 @@ func recordFlags(st v1alpha1.NodeRecoveryRecordStatus) []string {
 	}
 	if st.TaintPreexisting {
 		out = append(out, "out-of-service taint was there before fedfailover: never removed by it")
+	}
+	switch st.LostTaint {
+	case v1alpha1.LostTaintOwned:
+		out = append(out, "NoSchedule taint "+contract.TaintLost+" added by fedfailover before the force deletion: removed by it when the node returns")
+	case v1alpha1.LostTaintPreexisting:
+		out = append(out, "NoSchedule taint "+contract.TaintLost+" was there before fedfailover: never removed by it")
 	}
 	return out
 }

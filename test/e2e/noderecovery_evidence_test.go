@@ -11,12 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/test/poll"
@@ -336,6 +338,115 @@ func TestNodeRecoveryEvidenceDetectionNotReady(t *testing.T) {
 	waitPolicyDetection(t, pol.Name, cluster, node, v1alpha1.NodeLossDetectionNotReady)
 	repl := replacedElsewhere(t, cl, ns, pv, node)
 	t.Logf("replacement Running on %s %.1fs after power-off", repl.Spec.NodeName, time.Since(powerOff).Seconds())
+	restoreAndWaitClean(t, cl, cluster, node)
+}
+
+// (e) As (a) with method ForceDelete (members without the out-of-service
+// taint): the node is still Ready=True, with no taint of the node lifecycle
+// controller, when its pod is force-deleted, so fedfailover taints it
+// failover.fedfailover.io/lost:NoSchedule first. Sampled every 200 ms, the
+// pod first, then the Node: once the pod is seen gone, the Node read after
+// it must carry the taint. While the replacement comes up, no pod of the
+// StatefulSet but the original is ever bound to the dead node (the member's
+// scheduler, which would pick the emptied node, keeps away from it); the
+// replacement runs elsewhere and is not deleted again. When the node is
+// back, the taint goes and the record closes. Before the taint, the
+// scheduler bound replacements onto the dead node and fedfailover deleted
+// them again every pass until the member marked the node NotReady.
+func TestNodeRecoveryEvidenceForceDeleteTaintsNoSchedule(t *testing.T) {
+	ctx := t.Context()
+	const cluster, ns = "member2", "nr-ev-force"
+	startNodeRecovery(t)
+	nrPolicy(t, "nr-ev-force", func(s *v1alpha1.NodeRecoverySpec) {
+		s.NotReadyFor, s.Method = "60s", v1alpha1.RecoveryMethodForceDelete
+	})
+	cl := theLab.MustClient(cluster)
+	pod, pv := stsOnLostNode(t, cluster, ns)
+	node := pod.Spec.NodeName
+	restoreAfter(t, cluster, node)
+
+	// boundToDeadNode names a pod of the StatefulSet, other than the
+	// original, bound to the dead node ("" when none).
+	boundToDeadNode := func(ctx context.Context) (string, error) {
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": "db"}); err != nil {
+			return "", err
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node && p.UID != pod.UID {
+				return fmt.Sprintf("%s (uid %s)", p.Name, p.UID), nil
+			}
+		}
+		return "", nil
+	}
+	powerOff := time.Now()
+	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
+		t.Fatal(err)
+	}
+	poll.T(t, 60*time.Second, 200*time.Millisecond, "the old pod gone, "+node+" tainted NoSchedule before", poll.Reason(func(ctx context.Context) (bool, string) {
+		p, err := getPod(ctx, cl, ns, pod.Name)
+		gone := apierrors.IsNotFound(err) || (err == nil && p.UID != pod.UID)
+		if err != nil && !gone {
+			return false, err.Error()
+		}
+		n, err := getNode(ctx, cl, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !gone {
+			return false, fmt.Sprintf("pod %s still there; %s taints=%v", pod.Name, readyCondition(n), n.Spec.Taints)
+		}
+		if !hasLostTaint(n) {
+			t.Fatalf("pod %s gone %.1fs after power-off, and %s read after that had no %s NoSchedule taint (%s, taints %v)",
+				pod.Name, time.Since(powerOff).Seconds(), node, contract.TaintLost, readyCondition(n), n.Spec.Taints)
+		}
+		t.Logf("pod gone %.1fs after power-off, the node %s, taints %v", time.Since(powerOff).Seconds(), readyCondition(n), n.Spec.Taints)
+		if lab.NodeReadyStatus(n) != corev1.ConditionTrue {
+			t.Fatalf("the node was %s when its pod was gone: this run did not force-delete while it still reported Ready=True", readyCondition(n))
+		}
+		return true, ""
+	}))
+	rec := waitMarked(t, cl, cluster, node, v1alpha1.RecoveryMethodForceDelete, "MachineInfrastructureDeleted")
+	if rec.Status.Detection != v1alpha1.NodeLossDetectionEvidence || rec.Status.LostTaint != v1alpha1.LostTaintOwned {
+		t.Fatalf("%s detection %q lostTaint %q: want Evidence, Owned", describeRecord(rec), rec.Status.Detection, rec.Status.LostTaint)
+	}
+
+	// ForceDelete waits for the attach-detach controller's periodic sync
+	// (about a minute) before the volume attaches elsewhere.
+	var repl *corev1.Pod
+	eventually(t, 150*time.Second, "the replacement Running off "+node+", none bound to it", func(ctx context.Context) (bool, string) {
+		if bound, err := boundToDeadNode(ctx); err != nil {
+			return false, err.Error()
+		} else if bound != "" {
+			t.Fatalf("replacement %s was bound to the dead node %s", bound, node)
+		}
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app": "db"}); err != nil {
+			return false, err.Error()
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; lab.PodReady(p) && p.Spec.NodeName != node {
+				repl = p
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d pods, none Ready elsewhere", len(pods.Items))
+	})
+	eventually(t, 60*time.Second, "volume attached only to the replacement's node", func(ctx context.Context) (bool, string) {
+		return volumeOnlyOn(ctx, cl, pv, repl.Spec.NodeName)
+	})
+	t.Logf("replacement Running on %s %.1fs after power-off", repl.Spec.NodeName, time.Since(powerOff).Seconds())
+	holds(t, 10*time.Second, "the replacement stays, nothing bound to "+node, func(ctx context.Context) (bool, string) {
+		p, err := getPod(ctx, cl, ns, repl.Name)
+		if err != nil || p.UID != repl.UID || p.DeletionTimestamp != nil {
+			return false, fmt.Sprintf("replacement %s deleted or replaced: %v", repl.Name, err)
+		}
+		bound, err := boundToDeadNode(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return bound == "", "bound to the dead node: " + bound
+	})
 	restoreAndWaitClean(t, cl, cluster, node)
 }
 

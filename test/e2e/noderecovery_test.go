@@ -378,7 +378,7 @@ func restoreAndWaitClosed(t *testing.T, cl client.Client, cluster, node string, 
 	if err := theLab.Restore(t.Context(), node); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, fmt.Sprintf("%s Ready, its record closed, out-of-service taint %v", node, taintStays), func(ctx context.Context) (bool, string) {
+	eventually(t, 60*time.Second, fmt.Sprintf("%s Ready, its record closed, out-of-service taint %v, no NoSchedule taint of fedfailover's", node, taintStays), func(ctx context.Context) (bool, string) {
 		n, err := getNode(ctx, cl, node)
 		if err != nil {
 			return false, err.Error()
@@ -387,7 +387,7 @@ func restoreAndWaitClosed(t *testing.T, cl client.Client, cluster, node string, 
 		if err != nil {
 			return false, err.Error()
 		}
-		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && hasOOSTaint(n) == taintStays && rec == nil,
+		return lab.NodeReadyStatus(n) == corev1.ConditionTrue && hasOOSTaint(n) == taintStays && !hasLostTaint(n) && rec == nil,
 			fmt.Sprintf("Ready=%s taints=%v %s", lab.NodeReadyStatus(n), n.Spec.Taints, describeRecord(rec))
 	})
 }

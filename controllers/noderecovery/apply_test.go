@@ -49,7 +49,9 @@ type fakeMembers struct {
 var memberRequests rbaccheck.Recorder
 
 func TestMain(m *testing.M) {
-	os.Exit(rbaccheck.Main(m, &memberRequests, memberrbac.ByNodeRecovery))
+	code := m.Run()
+	stopEvidenceEnv()
+	os.Exit(rbaccheck.After(code, &memberRequests, memberrbac.ByNodeRecovery))
 }
 
 func (f *fakeMembers) GetClient(_ context.Context, cluster string) (client.Client, error) {

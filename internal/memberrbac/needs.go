@@ -77,6 +77,8 @@ var needs = []Need{
 		Why: "`nodeRecovery.pods.namespaceSelector`"},
 	{Resource: "events", Verbs: []string{"create"}, Namespace: EventsNamespace, By: ByNodeRecovery,
 		Why: "Events about member Nodes"},
+	{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"get"}, Namespace: "kube-node-lease", By: ByNodeRecovery,
+		Why: "the kubelet Lease of a node whose Machine shows it off (`detection: Evidence`; one GET at a time, never cached)"},
 
 	{Group: "apps", Resource: "deployments", Verbs: []string{"get"}, By: ByRebalance,
 		Why: "the member Deployment of a federated workload"},

@@ -5,8 +5,8 @@ package v1alpha1
 const (
 	// ConditionReady is True when the policy is valid and enforced; False,
 	// with the reason of what stops it, while a selector is invalid, no
-	// member is selected, a storm suspends recovery or a lost node waits
-	// for fencing evidence.
+	// member is selected, a storm suspends recovery, a lost node waits
+	// for fencing evidence or a member refuses a request of fedfailover's.
 	ConditionReady = "Ready"
 	// ConditionMembersConnected is True when every selected member is connected.
 	ConditionMembersConnected = "MembersConnected"
@@ -44,6 +44,22 @@ const (
 	// or an RSP is held. An estimate from capacity.Fit (requests against
 	// allocatable). Reported only by policies with rebalancing enabled.
 	ConditionFailoverReady = "FailoverReady"
+	// ConditionMemberPermissionDenied is True while a selected member
+	// refuses (403) requests fedfailover makes with its credentials there;
+	// the message names each member and each refused permission (verb,
+	// resource, namespace). What needs the permission fails until it is
+	// granted (docs/members.md, least-privilege mode).
+	ConditionMemberPermissionDenied = "MemberPermissionDenied"
+)
+
+// Reasons of the MemberPermissionDenied condition.
+const (
+	// ReasonMemberPermissionDenied: True; the message names the members
+	// and what each refused.
+	ReasonMemberPermissionDenied = "MemberPermissionDenied"
+	// ReasonNoPermissionDenied: False; no selected member refuses a
+	// request of fedfailover's.
+	ReasonNoPermissionDenied = "NoPermissionDenied"
 )
 
 // Reasons of the FailoverReady condition.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/capimap"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/memberconfig"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
@@ -52,7 +53,13 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 	c.kubefed = kubefed
 	if err := kubefed.GetFieldIndexer().IndexField(ctx, &kubefedv1beta1.KubeFedCluster{}, secretRefIndex,
 		func(o client.Object) []string {
-			return []string{o.(*kubefedv1beta1.KubeFedCluster).Spec.SecretRef.Name}
+			// kubefed's Secret, and the one fedfailover uses instead, if any.
+			kfc := o.(*kubefedv1beta1.KubeFedCluster)
+			names := []string{kfc.Spec.SecretRef.Name}
+			if own, ok := kfc.Annotations[contract.AnnotationCredentialsSecret]; ok && own != kfc.Spec.SecretRef.Name {
+				names = append(names, own)
+			}
+			return names
 		}); err != nil {
 		return nil, fmt.Errorf("indexing KubeFedClusters by Secret: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -158,12 +157,11 @@ func newEvidenceEnv() (*evidenceEnv, error) {
 	return e, nil
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// stopEvidenceEnv stops the servers startEvidenceEnv started (TestMain).
+func stopEvidenceEnv() {
 	for i := len(evidenceStop) - 1; i >= 0; i-- {
 		evidenceStop[i]()
 	}
-	os.Exit(code)
 }
 
 // unique names a test's member: base on the first run, base-N on the Nth.

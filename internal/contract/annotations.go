@@ -55,3 +55,17 @@ const AnnotationCAPICluster = "failover.fedfailover.io/capi-cluster"
 // policy goes, its NodeRecovery records that prove a taint is fedfailover's
 // are cleaned up or released from its ownership.
 const FinalizerNodeRecovery = "failover.fedfailover.io/node-recovery"
+
+// AnnotationCredentialsSecret on a KubeFedCluster names a Secret, in the
+// kubefed namespace, whose `token` fedfailover uses for that member
+// instead of the one of kubefed's `spec.secretRef` (least-privilege mode,
+// see docs/members.md). Only a bare name: a reference never leaves the
+// kubefed namespace, and the endpoint, CA and TLS options stay the
+// KubeFedCluster's.
+const AnnotationCredentialsSecret = "failover.fedfailover.io/credentials-secret"
+
+// LabelCredentialsFor must be on the Secret AnnotationCredentialsSecret
+// names, with the KubeFedCluster's name as its value: whoever creates the
+// Secret says which member its token is for, so an annotation alone cannot
+// send one member's token to another member's endpoint.
+const LabelCredentialsFor = "failover.fedfailover.io/credentials-for"

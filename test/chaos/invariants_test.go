@@ -181,3 +181,19 @@ func TestI3NoReplicasMovedOffAHealthyMember(t *testing.T) {
 		none(t, c)
 	})
 }
+
+// A member's kube-scheduler that lost track of a pod says so in its log;
+// the campaign names that fault (and restarts that scheduler) instead of
+// carrying it into every later run.
+func TestCorruptionLinesFindTheSchedulersOwnMessage(t *testing.T) {
+	log := `I1205 03:36:59.000000   14944 schedule_one.go:1] "Successfully bound pod to node" pod="chaos-db/db-0"
+E1205 03:37:20.785874   14944 cache.go:662] "Pod updated on a different node than previously added to. Scheduler cache is corrupted and can badly affect scheduling decisions" pod="chaos-db/db-0"
+E1205 03:38:00.142539   14944 configmap_cafile_content.go:246] "Unhandled Error" err="missing content for CA bundle"`
+	got := corruptionLines(log)
+	if len(got) != 1 || !strings.Contains(got[0], "chaos-db/db-0") {
+		t.Fatalf("corruption lines %q, want the one cache.go line", got)
+	}
+	if n := len(corruptionLines("I1205 all fine\n")); n != 0 {
+		t.Fatalf("%d corruption lines in a healthy log", n)
+	}
+}

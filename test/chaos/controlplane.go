@@ -46,7 +46,7 @@ func (t *logTail) read() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
 		return "", err
 	}

@@ -115,11 +115,11 @@ func TestFindMachineInTheManagementCluster(t *testing.T) {
 		}
 	}
 
-	m, where, note, err := FindMachine(t.Context(), MachineSource{Host: host}, snap, "member1", "m1-node-1")
+	m, _, note, err := FindMachine(t.Context(), MachineSource{Host: host}, snap, "member1", "m1-node-1")
 	if err != nil || m != nil || !strings.Contains(note, "--management-context") || !strings.Contains(note, "mgmt-kubeconfig") {
 		t.Fatalf("without a management context: machine %v, note %q, error %v; want none and how to read it", m, note, err)
 	}
-	m, where, note, err = FindMachine(t.Context(), MachineSource{Host: host, Management: mgmt, ManagementContext: "capi-mgmt"}, snap, "member1", "m1-node-1")
+	m, where, note, err := FindMachine(t.Context(), MachineSource{Host: host, Management: mgmt, ManagementContext: "capi-mgmt"}, snap, "member1", "m1-node-1")
 	if err != nil || m == nil || m.DeletionTimestamp == nil || where != "management cluster (context capi-mgmt)" || note != "" {
 		t.Fatalf("machine %v, where %q, note %q, error %v; want the management cluster's", m, where, note, err)
 	}

@@ -32,9 +32,10 @@ const (
 	ConditionOverlapping = "Overlapping"
 	// ConditionMachineEvidenceUnavailable is True while, for some selected
 	// member, a Cluster API Cluster may be the member's but cannot be shown
-	// to be (its reason says why, the message names the member): no Machine
-	// evidence is used for that member's nodes. Reported only by policies
-	// with node recovery enabled.
+	// to be, or the member's management cluster cannot be read (its reason
+	// says why, the message names the member): no Machine evidence is used
+	// for that member's nodes. Reported only by policies with node recovery
+	// enabled.
 	ConditionMachineEvidenceUnavailable = "MachineEvidenceUnavailable"
 	// ConditionFailoverReady (N+1 readiness) is True while, for every
 	// managed ReplicaSchedulingPreference and every member, the other
@@ -93,6 +94,13 @@ const (
 	ReasonCAPIClusterNotFound = "CAPIClusterNotFound"
 	// ReasonCAPIClusterAnnotationInvalid: the annotation is malformed.
 	ReasonCAPIClusterAnnotationInvalid = "CAPIClusterAnnotationInvalid"
+	// ReasonManagementClusterUnavailable: the member's KubeFedCluster names
+	// a management cluster (annotation
+	// failover.fedfailover.io/capi-management-cluster) whose Cluster API
+	// objects cannot be read now: the annotation or its Secret is invalid,
+	// the cluster does not answer, or its credentials or permissions fail.
+	// No Machine evidence is used for the member meanwhile: never a fence.
+	ReasonManagementClusterUnavailable = "ManagementClusterUnavailable"
 	// ReasonCAPIClustersResolved: False; every selected member has one
 	// verified Cluster, or none at all (or the host has no Cluster API).
 	ReasonCAPIClustersResolved = "CAPIClustersResolved"

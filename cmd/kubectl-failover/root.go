@@ -108,6 +108,29 @@ func (o *rootOptions) reader() (client.Client, error) {
 	return c, nil
 }
 
+// contextReader connects to another cluster of the user's kubeconfig (the
+// same files as the host's, --kubeconfig or KUBECONFIG), by context name:
+// a Cluster API management cluster.
+func (o *rootOptions) contextReader(name string) (client.Client, error) {
+	loading := o.flags.ToRawKubeConfigLoader().ConfigAccess().(*clientcmd.ClientConfigLoadingRules)
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+	switch {
+	case err != nil && (clientcmd.IsContextNotFound(err) || strings.Contains(err.Error(), fmt.Sprintf("context %q does not exist", name))):
+		return nil, fmt.Errorf("unknown --management-context %q: list the contexts with `kubectl config get-contexts`: %w", name, err)
+	case err != nil:
+		return nil, fmt.Errorf("loading kubeconfig for --management-context %q: %w", name, err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the management cluster %s (context %s): %w", cfg.Host, name, err)
+	}
+	return c, nil
+}
+
 // source says what to read: RSPs of one namespace when -n is given, else
 // of all namespaces.
 func (o *rootOptions) source(cmd *cobra.Command) (cli.Source, error) {

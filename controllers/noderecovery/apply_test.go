@@ -42,6 +42,10 @@ type fakeMembers struct {
 	host     client.Client // holds the KubeFedCluster
 	machines map[string]*clusterv1.Machine
 	notHeld  bool // another replica holds the member's Lease
+	// machineClients reach the Machines' API server; zero: the host.
+	machineClients member.MachineClients
+	// machinesErr fails the Machine lookups (e.g. a *member.ManagementError).
+	machinesErr error
 }
 
 // memberRequests records what node recovery asks of members, for the
@@ -73,10 +77,23 @@ func (f *fakeMembers) ServerVersion(string) (*version.Info, error) {
 }
 
 func (f *fakeMembers) MachinesByNode(context.Context, string) (map[string]*clusterv1.Machine, error) {
+	if f.machinesErr != nil {
+		return nil, f.machinesErr
+	}
 	if f.machines == nil {
 		return nil, member.ErrNoCAPICluster
 	}
 	return f.machines, nil
+}
+
+func (f *fakeMembers) MachineClients(context.Context, string) (member.MachineClients, error) {
+	if f.machinesErr != nil {
+		return member.MachineClients{}, f.machinesErr
+	}
+	if f.machineClients.Live == nil {
+		return member.MachineClients{Live: f.host, Writer: f.host}, nil
+	}
+	return f.machineClients, nil
 }
 
 func (f *fakeMembers) KubeFedCluster(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, error) {

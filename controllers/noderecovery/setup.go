@@ -86,6 +86,9 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 	if r.capi {
 		b = b.Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineMembers))
 	}
+	// Machines of members whose KubeFedCluster names a management cluster,
+	// and that cluster becoming (un)available.
+	b = b.WatchesRawSource(members.ManagementEventSource(true, member.RequestForCluster))
 	if r.ctrl, err = b.Build(r); err != nil {
 		return fmt.Errorf("creating node recovery controller: %w", err)
 	}

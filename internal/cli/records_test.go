@@ -53,7 +53,7 @@ func TestStormFromRecoveryGuard(t *testing.T) {
 			t.Errorf("member %s storm %v, want %v", m.Name, m.StormActive, want)
 		}
 	}
-	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "")
+	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestExplainFinishedRecords(t *testing.T) {
 	older.Status.TaintPreexisting = true
 	dry.Status.LostTaint = v1alpha1.LostTaintOwned
 	s.Records = append(s.Records, older, dry)
-	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "")
+	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestExplainFinishedRecords(t *testing.T) {
 func TestExplainMemberOnlyInRecords(t *testing.T) {
 	s := fixture()
 	s.Records = append(s.Records, record("gone.n1.aa", "gone", "n1", time.Hour))
-	e, err := BuildExplanation(s, "gone", "n1", nil, "")
+	e, err := BuildExplanation(s, "gone", "n1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestTwoActiveRecords(t *testing.T) {
 	newer := record("member3.m3-node-1.newer", "member3", "m3-node-1", time.Minute)
 	newer.Status.Phase = v1alpha1.RecoveryPhaseSuspended
 	s.Records = append(s.Records, newer)
-	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "")
+	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

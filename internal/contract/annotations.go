@@ -51,6 +51,14 @@ const AnnotationRebalance = "failover.fedfailover.io/rebalance"
 // or a bare name (see CAPIClusterRef).
 const AnnotationCAPICluster = "failover.fedfailover.io/capi-cluster"
 
+// AnnotationCAPIManagementCluster on a KubeFedCluster says that the
+// member's Cluster API objects (its Cluster, its Machines) live in a
+// management cluster, not in the host: its value is the name of a Secret in
+// the KubeFedCluster's own namespace (the kubefed namespace) holding a
+// kubeconfig of that cluster (see DecodeCAPIManagementCluster). Only a
+// name: a reference to another namespace is never followed.
+const AnnotationCAPIManagementCluster = "failover.fedfailover.io/capi-management-cluster"
+
 // FinalizerNodeRecovery on a FailoverPolicy with node recovery: before the
 // policy goes, its NodeRecovery records that prove a taint is fedfailover's
 // are cleaned up or released from its ownership.

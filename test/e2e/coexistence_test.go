@@ -60,8 +60,12 @@ func anotherRemediator(ctx context.Context, cl client.Client, node string, delay
 		}
 		for range 10 {
 			off, err := theLab.Faulted(node)
-			if err != nil || !off {
-				out <- remediation{Err: fmt.Errorf("the lab says %s is off: %v (%v)", node, off, err)}
+			if err != nil {
+				out <- remediation{Err: fmt.Errorf("asking the lab whether %s is off: %w", node, err)}
+				return
+			}
+			if !off {
+				out <- remediation{Err: fmt.Errorf("the lab says %s is not off: nothing to remediate", node)}
 				return
 			}
 			n, err := getNode(ctx, cl, node)

@@ -167,10 +167,6 @@ func TestNodeRecoveryCoexistsWithAnotherRemediator(t *testing.T) {
 	node := pod.Spec.NodeName
 	restoreAfter(t, cluster, node)
 	t.Cleanup(func() { untaint(t, cl, node) }) // as the other remediator would, once done
-	_, before, err := nodeRecords(ctx, cluster, node)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	powerOff := time.Now()
 	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
@@ -211,13 +207,23 @@ func TestNodeRecoveryCoexistsWithAnotherRemediator(t *testing.T) {
 		return hasOOSTaint(n), fmt.Sprintf("taints %v", n.Spec.Taints)
 	})
 
-	// One recovery: one record opened for this loss, now closed.
-	_, after, err := nodeRecords(ctx, cluster, node)
+	// One recovery: one record opened for this loss (created since the
+	// power-off, on this machine's one clock), now closed.
+	active, finished, err := nodeRecords(ctx, cluster, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opened := len(after) - len(before); opened != 1 || !hasRecord(after, rec.Name) {
-		t.Fatalf("%d records opened and closed for the loss (%s among them: %v), want exactly one", opened, rec.Name, hasRecord(after, rec.Name))
+	if active != nil {
+		finished = append(finished, *active)
+	}
+	var opened []string
+	for _, r := range finished {
+		if !r.CreationTimestamp.Time.Before(powerOff.Truncate(time.Second)) {
+			opened = append(opened, r.Name+" "+string(r.Status.Phase))
+		}
+	}
+	if len(opened) != 1 || opened[0] != rec.Name+" "+string(v1alpha1.RecoveryPhaseFinished) {
+		t.Fatalf("records opened since the power-off: %v; want exactly %s, finished", opened, rec.Name)
 	}
 	// No double force-delete, read from the member's audit log: fedfailover
 	// deleted only the lost pod, at most once, and nobody deleted the
@@ -249,13 +255,4 @@ func TestNodeRecoveryCoexistsWithAnotherRemediator(t *testing.T) {
 		t.Fatalf("the replacement %s (uid %s) is gone or replaced (%v, %v): deleted a second time", repl.Name, repl.UID, now, err)
 	}
 	t.Logf("fedfailover force-deleted the lost pod %d time(s); the other remediator's taint stays", fedfailoverDeletes)
-}
-
-func hasRecord(recs []v1alpha1.NodeRecovery, name string) bool {
-	for _, r := range recs {
-		if r.Name == name {
-			return true
-		}
-	}
-	return false
 }

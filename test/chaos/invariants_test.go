@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fedfailover/fedfailover/internal/fencing"
 )
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -247,4 +249,17 @@ func TestI3NoReplicasMovedOffAHealthyMember(t *testing.T) {
 		}
 		none(t, c)
 	})
+}
+
+// I1's silence bound is the silence window fedfailover waits out on the
+// lab's kwok Lease (8 s, lab.Options' default NodeLeaseSeconds, which the
+// campaign keeps) less 1 s for the truth, which closes a process's life
+// only once its power-off has returned: a bound above the window would
+// flag acts that are right, one far below it would miss acts on a Lease
+// read before the kubelet stopped.
+func TestKubeletSilenceBoundFollowsTheLeaseWindow(t *testing.T) {
+	window := fencing.SilenceWindow(8 * time.Second)
+	if got, want := DefaultBounds().KubeletSilence, window-time.Second; got != want {
+		t.Fatalf("KubeletSilence %s, want the lab's silence window %s less 1 s: %s", got, window, want)
+	}
 }

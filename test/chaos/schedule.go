@@ -170,6 +170,26 @@ func (f Fault) Target() string {
 	return s
 }
 
+// Variant names how a node loss or an evidence fault tests detection, for
+// the report: a power-off's evidence and detection ("power-off
+// machine-deleted evidence-first", "power-off none"), evidence on a living
+// node; "" for other kinds.
+func (f Fault) Variant() string {
+	switch f.Kind {
+	case PowerOff:
+		switch f.Detection {
+		case DetectEvidence:
+			return "power-off " + f.Evidence + " evidence-first"
+		case DetectNotReady:
+			return "power-off " + f.Evidence + " not-ready-first"
+		}
+		return "power-off " + f.Evidence
+	case EvidenceAlive:
+		return "evidence-alive " + f.Evidence
+	}
+	return ""
+}
+
 // Topology is what a schedule can target.
 type Topology struct {
 	// Nodes are each member's kwok nodes, by member name.

@@ -195,3 +195,40 @@ func sameTarget(a, b Fault) bool {
 	}
 	return group(a) == group(b)
 }
+
+// The report counts losses per variant: evidence-first ones apart from
+// those that reach fedfailover through the NotReady path, and those
+// without evidence.
+func TestFaultVariants(t *testing.T) {
+	cases := map[string]Fault{
+		"power-off machine-deleted evidence-first":        {Kind: PowerOff, Evidence: "machine-deleted", Detection: DetectEvidence},
+		"power-off powered-off-condition not-ready-first": {Kind: PowerOff, Evidence: "powered-off-condition", Detection: DetectNotReady, EvidenceAfter: lateEvidence},
+		"power-off none":                 {Kind: PowerOff, Evidence: "none"},
+		"evidence-alive machine-deleted": {Kind: EvidenceAlive, Evidence: "machine-deleted"},
+		"":                               {Kind: Partition},
+	}
+	for want, f := range cases {
+		if got := f.Variant(); got != want {
+			t.Errorf("%v: variant %q, want %q", f, got, want)
+		}
+	}
+	r := &Report{Faults: map[Kind]int{}, Violations: map[string]int{}}
+	r.add(&RunResult{Timeline: []Applied{
+		{Fault: cases["power-off none"], Started: time.Now()},
+		{Fault: cases["power-off machine-deleted evidence-first"], Started: time.Now()},
+		{Fault: cases["power-off machine-deleted evidence-first"], Started: time.Now()},
+		{Fault: cases[""], Started: time.Now()},
+		{Fault: cases["evidence-alive machine-deleted"], Error: "not injected"},
+	}})
+	want := map[string]int{"power-off none": 1, "power-off machine-deleted evidence-first": 2}
+	if !reflect.DeepEqual(r.Variants, want) {
+		t.Fatalf("variants %v, want %v", r.Variants, want)
+	}
+	var out strings.Builder
+	if err := r.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "power-off machine-deleted evidence-first") {
+		t.Fatalf("the report does not list the variants:\n%s", out.String())
+	}
+}

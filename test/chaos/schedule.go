@@ -85,10 +85,11 @@ var detections = []string{DetectEvidence, DetectNotReady}
 
 // lateEvidence is when a DetectNotReady power-off gets its evidence: after
 // the lab's member marks the node NotReady (16-21 s after its kubelet's
-// last renewal) and the live policy's notReadyFor (10 s) has passed, so
-// fedfailover has found the node lost by its Ready condition, and blocked
-// it for want of evidence, before the evidence comes.
-const lateEvidence = 35 * time.Second
+// last renewal) and the live policy's notReadyFor (10 s) has passed, with
+// some seconds to spare for the passes, so fedfailover has found the node
+// lost by its Ready condition, and blocked it for want of evidence, before
+// the evidence comes.
+const lateEvidence = 40 * time.Second
 
 // Policy edits.
 const (

@@ -274,7 +274,13 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	// may still report Ready) the NoSchedule taint, before any pod is
 	// deleted, so that the scheduler binds no replacement onto the node.
 	upd := live.DeepCopy()
+	// Only this patch proves that fedfailover added the out-of-service
+	// taint: on a retry of a recorded intent (its patch failed, or the
+	// process stopped) a taint that is there now may be another
+	// remediator's, added in between, and is then recorded as not ours.
+	foreignTaint := false
 	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+		foreignTaint = hasOutOfServiceTaint(live.Spec.Taints)
 		upd.Spec.Taints = withTaint(upd.Spec.Taints)
 	}
 	if p.Rec.OwnsLostTaint {
@@ -291,6 +297,7 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	now := r.now()
 	if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
 		st.Phase, st.ActedAt = v1alpha1.RecoveryPhaseRecovering, metaTimePtr(now)
+		st.TaintPreexisting = st.TaintPreexisting || foreignTaint
 	}); err != nil {
 		return 0, fmt.Errorf("recording the action: %w", err)
 	}

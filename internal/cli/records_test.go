@@ -101,7 +101,7 @@ func TestExplainFinishedRecords(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"- member1.m1-node-1.77aa (finished)", "Reason:       KubeletBack", "dry run: decided and reported",
-		"Reason:       NodeReplaced", "out-of-service taint was there before fedfailover",
+		"Reason:       NodeReplaced", "out-of-service taint not added by fedfailover",
 		"NoSchedule taint failover.fedfailover.io/lost added by fedfailover before the force deletion", "Finished:     2026-11-30T11:15:00Z (45m ago)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain lacks %q:\n%s", want, out)

@@ -216,7 +216,7 @@ func recordFlags(st v1alpha1.NodeRecoveryRecordStatus) []string {
 		out = append(out, "migrated from an older fedfailover's node annotations: its taint is never removed by fedfailover")
 	}
 	if st.TaintPreexisting {
-		out = append(out, "out-of-service taint was there before fedfailover: never removed by it")
+		out = append(out, "out-of-service taint not added by fedfailover (there before its act, or added by someone else before its patch): never removed by it")
 	}
 	switch st.LostTaint {
 	case v1alpha1.LostTaintOwned:

@@ -215,7 +215,11 @@ func (c *Campaign) clearAll(ctx context.Context, tr *Truth) error {
 			p := st.Proc(cs.Name + "/" + lab.CompKwok + "/" + n.Name)
 			if p == nil || lab.ProcessState(p.PID) != lab.ProcRunning || n.Evidence != "" {
 				tr.Open(keyAlive+n.Name, time.Now())
-				errs = append(errs, c.lab.Restore(ctx, n.Name))
+				err := c.lab.Restore(ctx, n.Name)
+				if err == nil {
+					tr.Close(keyEvidence+n.Name, time.Now())
+				}
+				errs = append(errs, err)
 			}
 		}
 		errs = append(errs, c.lab.RestoreCapacity(ctx, cs.Name))

@@ -25,7 +25,7 @@ type Bounds struct {
 	TaintOnReadyNode time.Duration `json:"taintOnReadyNode"`
 	// KubeletSilence: I1 fails when a destructive act comes less than this
 	// after the node's process last ran. fedfailover reads a Lease
-	// unchanged over the silence window (6 s for the lab's 8 s Lease)
+	// unchanged over the silence window (5 s, the floor, for the lab's 8 s Lease)
 	// before it acts, and the earliest loss, by evidence, starts no sooner
 	// than the power-off; the bound leaves 1 s for the runner's truth,
 	// which closes a process's life only once the power-off has returned.
@@ -45,7 +45,7 @@ type Bounds struct {
 
 // DefaultBounds are the bounds the campaign checks unless told otherwise.
 func DefaultBounds() Bounds {
-	return Bounds{TaintOnReadyNode: 60 * time.Second, KubeletSilence: 5 * time.Second, Settle: 60 * time.Second, Short: 30 * time.Second,
+	return Bounds{TaintOnReadyNode: 60 * time.Second, KubeletSilence: 4 * time.Second, Settle: 60 * time.Second, Short: 30 * time.Second,
 		Converge: 5 * time.Minute, WritesPerMember: 120, WritesPerRSP: 12}
 }
 

@@ -62,14 +62,14 @@ func TestI1EvidenceFirstActsAgainstTruth(t *testing.T) {
 		act   Act
 		want  string // "" when the act is allowed, else part of the message
 	}{
-		{"evidence-first: dead 6s, evidence", func(tr *Truth) {
+		{"evidence-first: dead 5s, evidence", func(tr *Truth) {
 			tr.Open(keyEvidence+n0, at(10))
 			tr.Close(keyAlive+n0, at(10))
-		}, taint(n0, 16), ""},
+		}, taint(n0, 15), ""},
 		{"within the silence window", func(tr *Truth) {
 			tr.Open(keyEvidence+n0, at(10))
 			tr.Close(keyAlive+n0, at(10))
-		}, taint(n0, 13), "less than 5s after the node's kwok process last ran"},
+		}, taint(n0, 13), "less than 4s after the node's kwok process last ran"},
 		{"power-off without evidence", func(tr *Truth) {
 			tr.Close(keyAlive+n0, at(10))
 		}, taint(n0, 40), "no power-off evidence"},

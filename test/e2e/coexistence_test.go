@@ -179,7 +179,7 @@ func TestNodeRecoveryCoexistsWithAnotherRemediator(t *testing.T) {
 		t.Fatal("the other remediator did not finish within 30s")
 	}
 	if other.Err != nil || !other.Added {
-		t.Fatalf("the other remediator %.1fs after the power-off: %+v; want its taint added first (fedfailover acts by evidence only after the 6 s silence window)",
+		t.Fatalf("the other remediator %.1fs after the power-off: %+v; want its taint added first (fedfailover acts by evidence only after the 5 s silence window)",
 			other.At.Sub(powerOff).Seconds(), other)
 	}
 

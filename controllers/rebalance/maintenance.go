@@ -96,10 +96,13 @@ func (d *drainStore) of(member string) map[types.NamespacedName]planner.DrainPro
 }
 
 // recordDrains keeps the drain of each draining member of the pass, as
-// the RSP is after it (res written, or kept).
-func (r *Reconciler) recordDrains(key types.NamespacedName, in planner.Input, res planner.Result) {
+// the RSP is after it (res written, or kept; in dry-run as it is: nothing
+// was written).
+func (r *Reconciler) recordDrains(key types.NamespacedName, in planner.Input, res planner.Result, dry bool) {
 	after := in
-	after.Current, after.CurrentTotalReplicas = res.Clusters, res.TotalReplicas
+	if !dry {
+		after.Current, after.CurrentTotalReplicas = res.Clusters, res.TotalReplicas
+	}
 	drains := map[string]planner.DrainProgress{}
 	for n, m := range in.Members {
 		if m.Draining {
@@ -139,11 +142,15 @@ func (m *maintenance) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", mm.Spec.Member))
 	orig := mm.DeepCopy()
-	acceptance, err := m.admit(ctx, mm)
+	published, err := m.published(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	status := progressStatus(mm, acceptance, m.r.drains.of(mm.Spec.Member))
+	acceptance, err := m.admit(ctx, mm, published)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status := progressStatus(mm, acceptance, drainsOf(mm.Spec.Member, m.r.drains.of(mm.Spec.Member), published))
 	if equality.Semantic.DeepEqual(orig.Status, status) {
 		return m.next(mm), nil
 	}
@@ -170,7 +177,7 @@ func (m *maintenance) next(mm *v1alpha1.MemberMaintenance) ctrl.Result {
 // admit is the Accepted condition: kept once True for this generation (a
 // drain is not stopped half-way because it used the room it was accepted
 // on); else decided from the published N+1 figures.
-func (m *maintenance) admit(ctx context.Context, mm *v1alpha1.MemberMaintenance) (metav1.Condition, error) {
+func (m *maintenance) admit(ctx context.Context, mm *v1alpha1.MemberMaintenance, published []v1alpha1.RSPReadiness) (metav1.Condition, error) {
 	if accepted(mm) {
 		return *meta.FindStatusCondition(mm.Status.Conditions, v1alpha1.ConditionAccepted), nil
 	}
@@ -184,26 +191,52 @@ func (m *maintenance) admit(ctx context.Context, mm *v1alpha1.MemberMaintenance)
 		cond.Message = fmt.Sprintf("no KubeFedCluster is named %q (spec.member)", mm.Spec.Member)
 		return cond, nil
 	}
-	var pols v1alpha1.FailoverPolicyList
-	if err := m.r.host.List(ctx, &pols); err != nil {
-		return cond, fmt.Errorf("listing FailoverPolicies: %w", err)
-	}
-	var rsps []v1alpha1.RSPReadiness
-	for i := range pols.Items {
-		if pols.Items[i].Spec.Rebalance != nil {
-			rsps = append(rsps, pols.Items[i].Status.FailoverReadiness...)
-		}
-	}
 	draining, err := m.r.drainingMembers(ctx)
 	if err != nil {
 		return cond, err
 	}
-	adm := planner.AdmitMaintenance(mm.Spec.Member, mm.Spec.Force, rsps, draining)
+	adm := planner.AdmitMaintenance(mm.Spec.Member, mm.Spec.Force, published, draining)
 	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, adm.Reason, adm.Message
 	if adm.Accept {
 		cond.Status = metav1.ConditionTrue
 	}
 	return cond, nil
+}
+
+// published is every rebalancing policy's status.failoverReadiness: the
+// managed RSPs and what each places on each member.
+func (m *maintenance) published(ctx context.Context) ([]v1alpha1.RSPReadiness, error) {
+	var pols v1alpha1.FailoverPolicyList
+	if err := m.r.host.List(ctx, &pols); err != nil {
+		return nil, fmt.Errorf("listing FailoverPolicies: %w", err)
+	}
+	var out []v1alpha1.RSPReadiness
+	for i := range pols.Items {
+		if pols.Items[i].Spec.Rebalance != nil {
+			out = append(out, pols.Items[i].Status.FailoverReadiness...)
+		}
+	}
+	return out, nil
+}
+
+// drainsOf is the drain of member per RSP: as the passes planned it, and,
+// for a managed RSP that places replicas on the member but no pass has
+// drained yet (just accepted), all of them still left: a drain is never
+// reported done before every RSP was seen drained.
+func drainsOf(member string, planned map[types.NamespacedName]planner.DrainProgress, published []v1alpha1.RSPReadiness) map[types.NamespacedName]planner.DrainProgress {
+	out := planned
+	for _, st := range published {
+		key := types.NamespacedName{Namespace: st.Namespace, Name: st.Name}
+		if _, ok := out[key]; ok {
+			continue
+		}
+		for _, mr := range st.Members {
+			if mr.Name == member && mr.Replicas > 0 {
+				out[key] = planner.DrainProgress{Share: int64(mr.Replicas), Left: int64(mr.Replicas)}
+			}
+		}
+	}
+	return out
 }
 
 // progressStatus is the status for the acceptance and the drains of the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
 // Planned maintenance of a member (issue #32), on the real API server:
@@ -240,4 +241,23 @@ func wantEvent(t *testing.T, r *Reconciler, reason string) {
 		}
 	}
 	t.Errorf("no event with reason %s", reason)
+}
+
+// Just accepted, before any pass drained an RSP that places replicas on
+// the member (as published): the maintenance is not reported drained.
+// Once the passes drained it, it is.
+func TestMaintenanceNotDrainedBeforeEveryRSPWasSeen(t *testing.T) {
+	mm := &v1alpha1.MemberMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 1}, Spec: v1alpha1.MemberMaintenanceSpec{Member: "member1"}}
+	acc := metav1.Condition{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonMaintenanceAccepted, ObservedGeneration: 1}
+	published := []v1alpha1.RSPReadiness{{Namespace: "ns", Name: "web", TotalReplicas: 6,
+		Members: []v1alpha1.MemberReadiness{{Name: "member1", Replicas: 3, Room: 6}, {Name: "member2", Replicas: 3, Room: 6}}}}
+	st := progressStatus(mm, acc, drainsOf("member1", map[types.NamespacedName]planner.DrainProgress{}, published))
+	if d := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDrained); d.Status != metav1.ConditionFalse || st.Progress != "0 of 3 replicas moved off member1" {
+		t.Errorf("no pass yet: Drained %+v, progress %q; want False, 0 of 3 moved", d, st.Progress)
+	}
+	done := map[types.NamespacedName]planner.DrainProgress{{Namespace: "ns", Name: "web"}: {Share: 3, Moved: 3}}
+	st = progressStatus(mm, acc, drainsOf("member1", done, published))
+	if d := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDrained); d.Status != metav1.ConditionTrue {
+		t.Errorf("drained by the passes: Drained %+v, want True", d)
+	}
 }

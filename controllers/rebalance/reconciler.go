@@ -161,6 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if sel.Governing == nil {
 		r.dropShortfalls(req.NamespacedName) // no policy's N+1 figure any more
+		r.drains.set(req.NamespacedName, nil) // nor a drain: a release ignores maintenance
 		return r.release(ctx, rsp)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", sel.Governing.Name))
@@ -278,7 +279,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	}
 	r.observeRecovery(mem, in, onset, now)
 	r.record(pol, rsp, in, res, m)
-	r.recordDrains(key, in, res)
+	r.recordDrains(key, in, res, pol.Spec.DryRun)
 	r.reportSuspension(ctx, pol, rsp, mem, in, res)
 	// A periodic resync catches what no watch reports (capacity estimates,
 	// kubefed status).

@@ -160,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.holdSharded(ctx, sel.Governing, rsp)
 	}
 	if sel.Governing == nil {
-		r.dropShortfalls(req.NamespacedName) // no policy's N+1 figure any more
+		r.dropShortfalls(req.NamespacedName)  // no policy's N+1 figure any more
 		r.drains.set(req.NamespacedName, nil) // nor a drain: a release ignores maintenance
 		return r.release(ctx, rsp)
 	}

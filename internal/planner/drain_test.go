@@ -278,3 +278,25 @@ func TestAdmitMaintenance(t *testing.T) {
 		t.Errorf("a member no RSP uses: %+v, want accepted (nothing to move)", got)
 	}
 }
+
+// A member fails during another's maintenance: its replicas go to the
+// members not under maintenance (the draining one keeps its own, now, and
+// takes none of the failed member's); with no other member left, they go
+// to the draining one, as kubefed alone would put them.
+func TestDrainingMemberIsTheLastResort(t *testing.T) {
+	three := Input{Baseline: prefsMap{"a": w(1), "b": w(1), "c": w(1)}, TotalReplicas: 6, Spec: spec(true),
+		Current: prefsMap{"a": w(1), "b": w(1), "c": w(1)}, LastChange: now.Add(-time.Hour), Now: now,
+		Members: map[string]Member{"a": {State: Healthy, Running: 2, Fits: 10, Draining: true}, "b": failed(), "c": healthy(2, 10)}}
+	res := Plan(three)
+	if res.Reason != ReasonMemberFailed || res.Placement["a"] != 2 || res.Placement["b"] != 0 || res.Placement["c"] != 6 || res.TotalReplicas != 8 {
+		t.Errorf("b failed during a's drain: %s %v total %d, want b's replicas on c (6), a keeping its 2 until the break, total 8",
+			res.Reason, res.Placement, res.TotalReplicas)
+	}
+	two := Input{Baseline: prefsMap{"a": w(1), "b": w(1)}, TotalReplicas: 6, Spec: spec(true),
+		Current: prefsMap{"a": pin(0), "b": pin(6)}, LastChange: now.Add(-time.Hour), Now: now,
+		Members: map[string]Member{"a": {State: Healthy, Running: 0, Fits: 10, Draining: true}, "b": failed()}}
+	res = Plan(two)
+	if res.Placement["a"] != 6 || res.TotalReplicas != 6 {
+		t.Errorf("b failed after a was drained, no other member: %s %v total %d, want all 6 on a", res.Reason, res.Placement, res.TotalReplicas)
+	}
+}

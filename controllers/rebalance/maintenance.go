@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,9 +113,10 @@ func (r *Reconciler) recordDrains(key types.NamespacedName, in planner.Input, re
 	r.drains.set(key, drains)
 }
 
-// settling is the RSP kept as it is while a break settles.
+// settling is the RSP kept as it is while a break settles: still raised
+// above the user's total (the break lowers it to res.TotalReplicas).
 func settling(rsp *fedschedv1a1.ReplicaSchedulingPreference, res planner.Result) planner.Result {
-	return planner.Result{Clusters: rsp.Spec.Clusters, TotalReplicas: rsp.Spec.TotalReplicas, TemporaryTotal: res.TemporaryTotal,
+	return planner.Result{Clusters: rsp.Spec.Clusters, TotalReplicas: rsp.Spec.TotalReplicas, TemporaryTotal: rsp.Spec.TotalReplicas > res.TotalReplicas,
 		Shifted: true, Unplaced: res.Unplaced, Reason: planner.ReasonWaitingForReplicas}
 }
 
@@ -151,6 +153,7 @@ func (m *maintenance) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	status := progressStatus(mm, acceptance, drainsOf(mm.Spec.Member, m.r.drains.of(mm.Spec.Member), published))
+	setMaintenanceGauges(mm.Name, mm.Spec.Member, status) // every pass: a restarted manager has none yet
 	if equality.Semantic.DeepEqual(orig.Status, status) {
 		return m.next(mm), nil
 	}
@@ -304,18 +307,21 @@ func progressMessage(member string, p planner.DrainProgress, pendingOn []string)
 
 func clamp(v int64) int32 { return int32(min(max(v, 0), 1<<31-1)) }
 
-// report emits an event on each transition of a condition, and sets the
-// metrics.
-func (m *maintenance) report(ctx context.Context, before, after *v1alpha1.MemberMaintenance) {
-	member := after.Spec.Member
-	acc := meta.FindStatusCondition(after.Status.Conditions, v1alpha1.ConditionAccepted)
-	metrics.MaintenanceRefused.WithLabelValues(after.Name, member).Set(gaugeValue(acc.Status != metav1.ConditionTrue))
-	if acc.Status == metav1.ConditionTrue {
-		st := after.Status
-		for state, v := range map[string]int32{"share": st.Share, "moved": st.Moved, "pending": st.Pending, "waiting_for_room": st.WaitingForRoom} {
-			metrics.MaintenanceReplicas.WithLabelValues(after.Name, member, state).Set(float64(v))
-		}
+// setMaintenanceGauges sets the maintenance's series from its status.
+func setMaintenanceGauges(name, member string, st v1alpha1.MemberMaintenanceStatus) {
+	accepted := meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionAccepted)
+	metrics.MaintenanceRefused.WithLabelValues(name, member).Set(gaugeValue(!accepted))
+	if !accepted {
+		metrics.MaintenanceReplicas.DeletePartialMatch(prometheus.Labels{"maintenance": name})
+		return
 	}
+	for state, v := range map[string]int32{"share": st.Share, "moved": st.Moved, "pending": st.Pending, "waiting_for_room": st.WaitingForRoom} {
+		metrics.MaintenanceReplicas.WithLabelValues(name, member, state).Set(float64(v))
+	}
+}
+
+// report emits an event on each transition of a condition.
+func (m *maintenance) report(ctx context.Context, before, after *v1alpha1.MemberMaintenance) {
 	for _, c := range after.Status.Conditions {
 		old := meta.FindStatusCondition(before.Status.Conditions, c.Type)
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {

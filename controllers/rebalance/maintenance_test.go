@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/planner"
 )
 
@@ -167,6 +169,9 @@ func TestMaintenanceRefusedThenForced(t *testing.T) {
 		t.Errorf("Drained %+v, want False %s", d, v1alpha1.ReasonNotAccepted)
 	}
 	wantEvent(t, r, v1alpha1.ReasonMaintenanceNoRoom)
+	if v := testutil.ToFloat64(metrics.MaintenanceRefused.WithLabelValues("mm-refused", "member1")); v != 1 {
+		t.Errorf("fedfailover_maintenance_refused = %v while refused, want 1", v)
+	}
 	_, writes := releasePasses(t, r, c, fm, key, specOf(t, c, key).ResourceVersion, t0.Add(time.Second), 4)
 	if len(writes) > 0 || !specPlacement(specOf(t, c, key)).Equal(user) {
 		t.Fatalf("refused, the RSP was written: %v, want the user's spec untouched", writes)
@@ -190,6 +195,11 @@ func TestMaintenanceRefusedThenForced(t *testing.T) {
 		t.Errorf("Ready fell to %d, want never below 6", lowest)
 	}
 	mm = reconcileMaintenance(t, r, c, "mm-refused")
+	refused := testutil.ToFloat64(metrics.MaintenanceRefused.WithLabelValues("mm-refused", "member1"))
+	waiting := testutil.ToFloat64(metrics.MaintenanceReplicas.WithLabelValues("mm-refused", "member1", "waiting_for_room"))
+	if refused != 0 || waiting != 2 {
+		t.Errorf("forced: fedfailover_maintenance_refused = %v, waiting_for_room = %v; want 0, 2", refused, waiting)
+	}
 	if d := condOf(mm, v1alpha1.ConditionDrained); d.Reason != v1alpha1.ReasonWaitingForRoom || mm.Status.WaitingForRoom != 2 ||
 		mm.Status.Progress != "1 of 3 replicas moved off member1, 2 waiting for room on the other members" {
 		t.Errorf("Drained %+v, status %+v: want WaitingForRoom, 1 of 3 moved, 2 waiting", d, mm.Status)

@@ -280,7 +280,7 @@ bench-rebalance: $(LAB_TOOLS) ## Seconds to all replicas Running after capacity 
 	@$(BIN)/fedfailover-bench rebalance $(BENCH_ARGS)
 
 .PHONY: bench-recovery
-bench-recovery: $(LAB_TOOLS) ## Node recovery: fencing evidence and power-off to replacement Running (median, p95), vs no operator.
+bench-recovery: $(LAB_TOOLS) ## Node recovery, Evidence and NotReady detection side by side: evidence and power-off to taint and to replacement Running (median, p95), vs no operator.
 	$(call step,building fedfailover-bench)
 	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	$(call step,node recovery benchmark)

@@ -72,6 +72,19 @@ type NodeRecoverySpec struct {
 	// +kubebuilder:default="60s"
 	NotReadyFor Duration `json:"notReadyFor,omitempty"`
 
+	// Detection is how a node is found lost. Evidence (the default): as
+	// soon as its Cluster API Machine carries positive fencing evidence that
+	// the machine is off (infrastructure deleted, a powered-off condition)
+	// and fedfailover's own readings show the node's kubelet Lease in
+	// kube-node-lease not renewed for one renew interval plus a margin,
+	// without waiting for the Ready condition to flip or for notReadyFor; a
+	// node lost that way still needs the same fencing verdict, storm guard
+	// and every other gate. NotReady: only a Ready condition other than True
+	// for notReadyFor makes a node lost.
+	// +optional
+	// +kubebuilder:default=Evidence
+	Detection NodeLossDetection `json:"detection,omitempty"`
+
 	// Fencing says which evidence proves that a lost node is really off.
 	// Without such evidence fedfailover never releases a node's volumes.
 	// +optional
@@ -173,6 +186,21 @@ type FencingSpec struct {
 	// +kubebuilder:default=false
 	RequestMachineDeletion bool `json:"requestMachineDeletion,omitempty"`
 }
+
+// NodeLossDetection is how node recovery finds a node lost.
+// +kubebuilder:validation:Enum=Evidence;NotReady
+type NodeLossDetection string
+
+// Ways a node is found lost.
+const (
+	// NodeLossDetectionEvidence: positive fencing evidence on the node's
+	// Machine and its kubelet Lease not renewed, as fedfailover reads it;
+	// or, as with NotReady, its Ready condition.
+	NodeLossDetectionEvidence NodeLossDetection = "Evidence"
+	// NodeLossDetectionNotReady: a Ready condition other than True for
+	// notReadyFor, and nothing else.
+	NodeLossDetectionNotReady NodeLossDetection = "NotReady"
+)
 
 // ExternalFenceSource is the object the external fence annotation is read from.
 // +kubebuilder:validation:Enum=Machine;Node
@@ -466,6 +494,11 @@ type NodeRecoveryStatus struct {
 	// LostSince is when the node's Ready condition stopped being True.
 	// +optional
 	LostSince *metav1.Time `json:"lostSince,omitempty"`
+	// Detection is how the node was found lost: Evidence (Machine evidence
+	// and a kubelet Lease not renewed) or NotReady (its Ready condition for
+	// notReadyFor).
+	// +optional
+	Detection NodeLossDetection `json:"detection,omitempty"`
 	// FencedAt is when fencing evidence was first seen.
 	// +optional
 	FencedAt *metav1.Time `json:"fencedAt,omitempty"`

@@ -78,6 +78,19 @@ type NodeRecoveryRecordStatus struct {
 	// host's clock). assumeFencedAfter is measured from it.
 	// +optional
 	ReadyObservedAt *metav1.Time `json:"readyObservedAt,omitempty"`
+	// Detection is how fedfailover found the node lost: Evidence (positive
+	// fencing evidence and the kubelet's Lease not renewed across its own
+	// readings) or NotReady (the Ready condition for notReadyFor). Shown,
+	// never an authority: every destructive write needs a verdict from live
+	// reads.
+	// +optional
+	Detection NodeLossDetection `json:"detection,omitempty"`
+	// DetectedBy says what made the node lost, e.g. "lost by evidence:
+	// Machine infrastructure deleted, kubelet Lease not renewed for 14s as
+	// seen by fedfailover".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	DetectedBy string `json:"detectedBy,omitempty"`
 	// Evidence names the fencing evidence of the action.
 	// +optional
 	Evidence string `json:"evidence,omitempty"`
@@ -88,6 +101,17 @@ type NodeRecoveryRecordStatus struct {
 	// taint before fedfailover acted: that taint is never removed by it.
 	// +optional
 	TaintPreexisting bool `json:"taintPreexisting,omitempty"`
+	// LostTaint is what fedfailover decided, with the intent, about its own
+	// NoSchedule taint (failover.fedfailover.io/lost, its value this
+	// record's UID) on a node whose pods it force-deletes while the node
+	// still reports Ready (method ForceDelete, node lost by evidence), so
+	// that the member's scheduler binds no replacement back onto it: Owned,
+	// fedfailover adds it before the first deletion and removes it, and only
+	// that exact taint, when the node returns; Preexisting, a taint with
+	// that key and effect was on the Node, read live, before: fedfailover
+	// neither adds nor removes it. Empty: no such taint was decided.
+	// +optional
+	LostTaint LostTaintOwnership `json:"lostTaint,omitempty"`
 	// Claims lists the namespace/claim of the in-scope pods on the node when
 	// it was fenced: the replacements tracked.
 	// +optional
@@ -131,6 +155,7 @@ type NodeRecoveryRecordStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Method",type=string,JSONPath=`.status.method`
 // +kubebuilder:printcolumn:name="Evidence",type=string,JSONPath=`.status.evidence`
+// +kubebuilder:printcolumn:name="Detection",type=string,JSONPath=`.status.detection`,priority=1
 // +kubebuilder:printcolumn:name="Acted",type=date,JSONPath=`.status.actedAt`
 // +kubebuilder:printcolumn:name="Recovered",type=date,JSONPath=`.status.recoveredAt`
 // +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.status.dryRun`,priority=1
@@ -151,6 +176,20 @@ type NodeRecoveryList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeRecovery `json:"items"`
 }
+
+// LostTaintOwnership says whether fedfailover's NoSchedule taint on a node
+// force-deleted while it reports Ready is fedfailover's to remove.
+// +kubebuilder:validation:Enum=Owned;Preexisting
+type LostTaintOwnership string
+
+// Ownerships of the lost taint.
+const (
+	// LostTaintOwned: fedfailover adds the taint and removes it.
+	LostTaintOwned LostTaintOwnership = "Owned"
+	// LostTaintPreexisting: a taint with the key and effect was there
+	// before fedfailover acted; it is never removed by fedfailover.
+	LostTaintPreexisting LostTaintOwnership = "Preexisting"
+)
 
 // Finish reasons of a NodeRecovery.
 const (

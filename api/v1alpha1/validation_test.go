@@ -108,6 +108,8 @@ func TestValidation(t *testing.T) {
 			"spec.nodeRecovery.fencing.externalFenceSource", "Unsupported value"},
 		{"external fence source in lower case", `nodeRecovery: {fencing: {externalFenceAnnotation: x.io/fenced, externalFenceSource: node}}`,
 			"spec.nodeRecovery.fencing.externalFenceSource", "Unsupported value"},
+		{"unknown detection", `nodeRecovery: {detection: Lease}`, "spec.nodeRecovery.detection", "Unsupported value"},
+		{"detection in lower case", `nodeRecovery: {detection: evidence}`, "spec.nodeRecovery.detection", "Unsupported value"},
 		{"pod namespaces and namespaceSelector", `nodeRecovery: {pods: {namespaces: [a], namespaceSelector: {matchLabels: {a: b}}}}`,
 			"spec.nodeRecovery.pods", "mutually exclusive"},
 		{"zero stormCooldown", `nodeRecovery: {stormCooldown: 0ms}`,
@@ -200,6 +202,27 @@ func TestExternalFenceSourceAccepted(t *testing.T) {
 	}
 }
 
+// TestDetectionAccepted: both detections are accepted, as written.
+func TestDetectionAccepted(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	for _, d := range []v1alpha1.NodeLossDetection{v1alpha1.NodeLossDetectionEvidence, v1alpha1.NodeLossDetectionNotReady} {
+		name := "detection-" + strings.ToLower(string(d))
+		obj := policyFromYAML(t, name, `{nodeRecovery: {detection: `+string(d)+`}}`)
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("detection %s rejected: %v", d, err)
+		}
+		var got v1alpha1.FailoverPolicy
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.NodeRecovery.Detection != d {
+			t.Errorf("detection stored as %q, want %q", got.Spec.NodeRecovery.Detection, d)
+		}
+		_ = c.Delete(ctx, obj)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
@@ -226,6 +249,7 @@ func TestDefaults(t *testing.T) {
 		{"nodeRecovery.fencing.requestMachineDeletion", nr.Fencing.RequestMachineDeletion, false},
 		{"nodeRecovery.fencing.assumeFencedAfter", nr.Fencing.AssumeFencedAfter == nil, true},
 		{"nodeRecovery.fencing.externalFenceSource", nr.Fencing.ExternalFenceSource, v1alpha1.ExternalFenceSourceMachine},
+		{"nodeRecovery.detection", nr.Detection, v1alpha1.NodeLossDetectionEvidence},
 		{"rebalance.enabled", rb.Enabled != nil && *rb.Enabled, true},
 		{"rebalance.capacityExhaustedAfter", rb.CapacityExhaustedAfter.Get(), 10 * time.Second},
 		{"rebalance.clusterFailedAfter", rb.ClusterFailedAfter.Get(), 20 * time.Second},

@@ -12,11 +12,13 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
@@ -136,10 +138,13 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 }
 
 // cleanup closes the record of a node that is Ready again (or ran again
-// since the loss), first removing the out-of-service taint if, and only if,
-// fedfailover added it (the record says so; nothing on the member does).
+// since the loss), first removing the out-of-service taint and the
+// NoSchedule taint if, and only if, fedfailover added them (the record says
+// so; nothing on the member does). A cordon is never touched: fedfailover
+// never cordons.
 func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	ours := p.Rec.OwnsTaint && len(withoutTaint(n.Spec.Taints)) != len(n.Spec.Taints)
+	lost := p.Rec.OwnsLostTaint && len(withoutLostTaint(n.Spec.Taints, p.Rec.UID)) != len(n.Spec.Taints)
 	msg := p.Message
 	if ours {
 		// The KEP's advice: remove the taint only once the volumes released
@@ -155,14 +160,33 @@ func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node,
 			p.taintLeft = fmt.Sprintf("taint on node %s of member %s could not be removed yet: volume %s of a tracked claim is still attached to it", n.Name, v.cluster, pv)
 			return taintRemovalRecheck, nil
 		}
+	}
+	if ours || lost {
+		// The NoSchedule taint waits for nothing: it only kept new pods
+		// away from a node that was off (the two never go together: one is
+		// of the taint method, the other of ForceDelete).
 		upd := n.DeepCopy()
-		upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
-		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
-			return 0, fmt.Errorf("removing the out-of-service taint: %w", err)
+		if ours {
+			upd.Spec.Taints = withoutTaint(upd.Spec.Taints)
 		}
+		if lost {
+			upd.Spec.Taints = withoutLostTaint(upd.Spec.Taints, p.Rec.UID)
+		}
+		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(n, client.MergeFromWithOptimisticLock{})); err != nil {
+			return 0, fmt.Errorf("removing fedfailover's taints: %w", err)
+		}
+	}
+	switch {
+	case ours:
 		msg += "; out-of-service taint added by fedfailover removed"
-	} else if p.Rec.Acted() && hasOutOfServiceTaint(n.Spec.Taints) {
+	case p.Rec.Acted() && hasOutOfServiceTaint(n.Spec.Taints):
 		msg += "; the out-of-service taint stays: fedfailover did not add it (or cannot prove it did), so only its owner removes it"
+	}
+	switch {
+	case lost:
+		msg += "; NoSchedule taint " + contract.TaintLost + " added by fedfailover removed"
+	case p.Rec.LostTaint != "" && hasLostTaint(n.Spec.Taints):
+		msg += "; the NoSchedule taint " + contract.TaintLost + " stays: it was there before fedfailover acted (or is not the one it added), so only its owner removes it"
 	}
 	if p.record != nil {
 		if err := r.finishRecord(ctx, p.record, p.Finish, msg); err != nil {
@@ -210,7 +234,7 @@ func (r *Reconciler) trackedAttachment(ctx context.Context, v *memberView, node 
 // computed again) completes the action, or drops it. The taint patch is
 // optimistic-locked on the Node just read live.
 func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
-	live, err := r.confirmFenced(ctx, v, n.Name, n, p.sighting)
+	live, err := r.confirmFenced(ctx, v, n.Name, n, p)
 	if err != nil {
 		return r.notProven(ctx, v, n, p, err)
 	}
@@ -225,16 +249,37 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 		if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
 			st.Phase, st.Method, st.Evidence, st.Claims = v1alpha1.RecoveryPhaseActing, p.Method, p.Verdict.Reason, claims
 			st.TaintPreexisting, st.IntentAt = hasOutOfServiceTaint(live.Spec.Taints), metaTimePtr(now)
+			// Whether a NoSchedule taint with fedfailover's key is there
+			// before us decides, for good, whether it may ever remove it.
+			st.LostTaint = ""
+			if p.LostTaint {
+				st.LostTaint = v1alpha1.LostTaintOwned
+				if hasLostTaint(live.Spec.Taints) {
+					st.LostTaint = v1alpha1.LostTaintPreexisting
+				}
+			}
 		}); err != nil {
 			return 0, fmt.Errorf("recording the intent: %w", err)
 		}
 		p.Rec = recordedOf(rec)
 	}
-	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint && !hasOutOfServiceTaint(live.Spec.Taints) {
-		upd := live.DeepCopy()
+	// One patch, optimistic-locked on the Node just read live, adds what the
+	// method needs: the out-of-service taint, or (ForceDelete on a node that
+	// may still report Ready) the NoSchedule taint, before any pod is
+	// deleted, so that the scheduler binds no replacement onto the node.
+	upd := live.DeepCopy()
+	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
 		upd.Spec.Taints = withTaint(upd.Spec.Taints)
+	}
+	if p.Rec.OwnsLostTaint {
+		upd.Spec.Taints = withLostTaint(upd.Spec.Taints, p.Rec.UID)
+	}
+	if len(upd.Spec.Taints) != len(live.Spec.Taints) {
 		if err := v.client.Patch(ctx, upd, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{})); err != nil {
-			return 0, fmt.Errorf("applying the out-of-service taint: %w", err)
+			if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+				return 0, fmt.Errorf("applying the out-of-service taint: %w", err)
+			}
+			return 0, fmt.Errorf("applying the %s taint: %w", contract.TaintLost, err)
 		}
 	}
 	now := r.now()
@@ -249,19 +294,31 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	if p.Method == v1alpha1.RecoveryMethodForceDelete {
 		reason = ReasonForceDeleteStarted
 	}
-	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method),
-		fmt.Sprintf("%s (%d claims tracked); %s", p.Method, len(p.Rec.Claims), p.Verdict.Message()))
+	what := fmt.Sprintf("%s (%d claims tracked)", p.Method, len(p.Rec.Claims))
+	switch p.Rec.LostTaint {
+	case v1alpha1.LostTaintOwned:
+		what += "; the node tainted " + contract.TaintLost + ":NoSchedule first, so that no replacement is scheduled onto it"
+	case v1alpha1.LostTaintPreexisting:
+		what += "; the node already had a " + contract.TaintLost + ":NoSchedule taint, left to its owner"
+	}
+	msg := what + "; " + p.Verdict.Message()
+	if p.Loss.By == v1alpha1.NodeLossDetectionEvidence {
+		msg = what + "; " + p.Loss.Message
+	}
+	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method), msg)
 	return r.forceDelete(ctx, v, n, p, true)
 }
 
-// confirmFenced re-reads the Node from the member's API server and its
-// Machine from the host's, and runs the fencing verdict again, right before a
+// confirmFenced re-reads the Node from the member's API server, its Machine
+// from the host's and, when the pass read it, the node's kubelet Lease from
+// the member's, and runs the fencing verdict again, right before a
 // destructive write. The caches can lag (the node may be Ready again, its
 // Machine replaced, the Node re-created under the same name), and the write
 // needs proof from now, for the same Node (UID) and the same Machine (UID,
 // nodeRef). cached is the Node the pass decided on (nil for a deleted Node),
-// s when its Ready condition was first seen; the live Node is returned.
-func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node, s sighting) (*corev1.Node, error) {
+// p its plan (when its Ready condition was first seen, how it was found
+// lost); the live Node is returned.
+func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name string, cached *corev1.Node, p *plan) (*corev1.Node, error) {
 	if v.policy == nil {
 		return nil, &errNotProvenLive{why: "no policy governs the member"}
 	}
@@ -276,12 +333,80 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 	if err != nil {
 		return nil, err
 	}
-	res := fencing.Verdict(fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
-		LostSince: s.lossAt, SilentSince: liveConditionSeen(live, s, r.now()), Now: r.now()})
+	if live != nil {
+		if err := r.confirmLease(ctx, v, live, p); err != nil {
+			return nil, err
+		}
+	}
+	s, now := p.sighting, r.now()
+	in := fencing.Input{Node: live, Machine: m, Policy: v.policy.Spec.NodeRecovery.Fencing,
+		LostSince: s.lossAt, SilentSince: liveConditionSeen(live, s, now), Now: now}
+	if p.Loss.By == v1alpha1.NodeLossDetectionEvidence && live != nil {
+		// The Lease was just read unchanged since this process's first
+		// reading of its version, which the pass found silent: silent still.
+		// A Ready condition the kubelet rewrote since the pass read the
+		// Node (False, or a new True) is a kubelet that runs.
+		if why := readyRewritten(cached, live); why != "" {
+			return nil, &errNotProvenLive{why: why}
+		}
+		in.LostSince, in.KubeletSilent = evidenceSince(s, v.leases[name].LeaseSighting), p.Loss.silence.Describe()
+	}
+	res := fencing.Verdict(in)
 	if !res.Fenced {
 		return nil, &errNotProvenLive{why: res.Message()}
 	}
 	return live, nil
+}
+
+// confirmLease re-reads the node's kubelet Lease, when the pass read it,
+// right before a destructive write. Any write to it since this process's
+// first reading of the version the pass decided on (resourceVersion or
+// renewTime changed) is a kubelet that runs, and cancels the write whatever
+// the evidence says. For a node lost by evidence, a Lease that cannot be read
+// cancels it too: the kubelet's silence is the half of the proof read from
+// the member.
+func (r *Reconciler) confirmLease(ctx context.Context, v *memberView, n *corev1.Node, p *plan) error {
+	byEvidence := p.Loss.By == v1alpha1.NodeLossDetectionEvidence
+	l := v.leases[n.Name]
+	if l.FirstAt.IsZero() {
+		if byEvidence {
+			return &errNotProvenLive{why: fmt.Sprintf("node %s's kubelet Lease was not read in this pass", n.Name)}
+		}
+		return nil
+	}
+	uncached, err := r.members.GetUncachedClient(ctx, v.cluster)
+	if err != nil {
+		return err
+	}
+	now := r.now()
+	reading, err := readLease(ctx, uncached, n)
+	if err != nil {
+		if byEvidence {
+			return &errNotProvenLive{why: fmt.Sprintf("node %s: %v, so its kubelet's silence cannot be confirmed", n.Name, err)}
+		}
+		return nil // lost by its Ready condition: the Lease only ever cancels
+	}
+	r.sightings.observeLease(v.cluster, n, reading, now)
+	if fencing.Renewed(l.First, reading) {
+		return &errNotProvenLive{why: fmt.Sprintf("node %s's kubelet renewed its Lease since fedfailover first read it %s before "+
+			"(resourceVersion %s, now %s): the kubelet runs", n.Name, now.Sub(l.FirstAt).Round(time.Second), l.First.Version, reading.Version)}
+	}
+	return nil
+}
+
+// readyRewritten says how the live Node's Ready condition shows a kubelet
+// that posted since the pass read the Node (cached): False, or True with
+// another transition time. The node lifecycle controller's Unknown does not.
+func readyRewritten(cached, live *corev1.Node) string {
+	was, now := nodecond.Ready(cached), nodecond.Ready(live)
+	switch {
+	case now == nil || now.Status == corev1.ConditionUnknown:
+		return ""
+	case was == nil, now.Status != was.Status, !now.LastTransitionTime.Time.Equal(was.LastTransitionTime.Time):
+		return fmt.Sprintf("node %s's Ready condition is now %s since %s, not what the pass decided on: its kubelet posted",
+			live.Name, now.Status, now.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 // errNotProvenLive stops a destructive write whose proof did not hold when
@@ -386,7 +511,7 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		if n.UID != "" {
 			cached = n
 		}
-		if _, err := r.confirmFenced(ctx, v, n.Name, cached, p.sighting); err != nil {
+		if _, err := r.confirmFenced(ctx, v, n.Name, cached, p); err != nil {
 			return r.notProven(ctx, v, n, p, err)
 		}
 	}
@@ -689,6 +814,37 @@ func withTaint(taints []corev1.Taint) []corev1.Taint {
 		return taints
 	}
 	return append(slices.Clone(taints), OutOfServiceTaint)
+}
+
+// lostTaintOf is fedfailover's NoSchedule taint for the record uid.
+func lostTaintOf(uid types.UID) corev1.Taint {
+	return corev1.Taint{Key: contract.TaintLost, Value: string(uid), Effect: corev1.TaintEffectNoSchedule}
+}
+
+// hasLostTaint: a NoSchedule taint with fedfailover's key, whoever put it
+// (a Node holds at most one taint per key and effect).
+func hasLostTaint(taints []corev1.Taint) bool {
+	return slices.ContainsFunc(taints, func(t corev1.Taint) bool {
+		return t.Key == contract.TaintLost && t.Effect == corev1.TaintEffectNoSchedule
+	})
+}
+
+// withLostTaint returns the taints plus the record's NoSchedule taint,
+// unless one with its key and effect is there already.
+func withLostTaint(taints []corev1.Taint, uid types.UID) []corev1.Taint {
+	if hasLostTaint(taints) {
+		return taints
+	}
+	return append(slices.Clone(taints), lostTaintOf(uid))
+}
+
+// withoutLostTaint drops only the record's exact NoSchedule taint: one with
+// another value was put by someone else (or for another record).
+func withoutLostTaint(taints []corev1.Taint, uid types.UID) []corev1.Taint {
+	ours := lostTaintOf(uid)
+	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool {
+		return t.Key == ours.Key && t.Value == ours.Value && t.Effect == ours.Effect
+	})
 }
 
 // withoutTaint drops only the exact taint fedfailover adds: an

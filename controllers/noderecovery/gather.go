@@ -9,8 +9,10 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 	fpolicy "github.com/fedfailover/fedfailover/internal/policy"
 )
@@ -43,6 +46,9 @@ type memberView struct {
 	finished []*v1alpha1.NodeRecovery
 	// sightings are when each not-Ready node's loss was first seen.
 	sightings map[string]sighting
+	// leases are this process's readings of the kubelet Leases it reads: of
+	// the nodes with fencing evidence (see wantLease), by node.
+	leases map[string]leaseView
 	// taintsLeft says, per node, why fedfailover's taint stays (this pass).
 	taintsLeft []string
 	// machineOwners names, by node, who already remediates its Machine (see
@@ -127,6 +133,7 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 	if v.machineOwners, err = r.machineOwners(ctx, v); err != nil {
 		return nil, err
 	}
+	r.readLeases(ctx, v)
 	return v, nil
 }
 
@@ -269,9 +276,15 @@ type sighting struct {
 type sightings struct {
 	mu sync.Mutex
 	m  map[string]sighting
+	// leases are this process's readings of kubelet Leases, per member and
+	// node (evidence-first detection). Never recorded: after a restart the
+	// silence is measured again from the first reading.
+	leases map[string]fencing.LeaseSighting
 }
 
-func newSightings() *sightings { return &sightings{m: map[string]sighting{}} }
+func newSightings() *sightings {
+	return &sightings{m: map[string]sighting{}, leases: map[string]fencing.LeaseSighting{}}
+}
 
 // observe returns the node's sighting, updating it; the zero sighting for a
 // Ready node (which forgets it).
@@ -309,6 +322,40 @@ func (s *sightings) forget(cluster string, keep func(node string) bool) {
 			delete(s.m, k)
 		}
 	}
+	for k := range s.leases {
+		if c, node, _ := cut(k); c == cluster && !keep(node) {
+			delete(s.leases, k)
+		}
+	}
+}
+
+// observeLease folds a reading of a node's kubelet Lease, taken at now, into
+// the node's Lease sighting and returns it.
+func (s *sightings) observeLease(cluster string, n *corev1.Node, r fencing.LeaseReading, now time.Time) fencing.LeaseSighting {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := cluster + "/" + n.Name
+	next := fencing.ObserveLease(s.leases[key], n.UID, r, now)
+	s.leases[key] = next
+	return next
+}
+
+// lease returns the node's Lease sighting (zero when none).
+func (s *sightings) lease(cluster string, n *corev1.Node) fencing.LeaseSighting {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[cluster+"/"+n.Name]
+	if l.NodeUID != n.UID {
+		return fencing.LeaseSighting{}
+	}
+	return l
+}
+
+// forgetLease drops a node's Lease readings: it is read no more.
+func (s *sightings) forgetLease(cluster, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.leases, cluster+"/"+node)
 }
 
 func timeOf(t *metav1.Time) time.Time {
@@ -368,3 +415,76 @@ func (r *Reconciler) machineOwners(ctx context.Context, v *memberView) (map[stri
 }
 
 func isNoMatch(err error) bool { return meta.IsNoMatchError(err) }
+
+// leaseView is what a pass knows of a node's kubelet Lease: this process's
+// readings, and why the Lease could not be read in this pass, if it could
+// not.
+type leaseView struct {
+	fencing.LeaseSighting
+	err string
+}
+
+// silence is the Lease's verdict: silent only when read in this pass (or
+// within leaseReadEvery) and unchanged over the silence window.
+func (l leaseView) silence() fencing.Silence {
+	if l.err != "" {
+		return fencing.Silence{Why: l.err}
+	}
+	return l.Silent()
+}
+
+// leaseReadEvery: a node's Lease is read at most this often (host clock).
+// Passes follow every watched event of the member; the silence window is
+// many times longer.
+const leaseReadEvery = time.Second
+
+// readLeases reads, with one GET each through the member's live client, the
+// kubelet Lease of each node wantLease picks (the nodes with positive
+// evidence that their machine is off), and folds every reading into this
+// process's sightings. No other Lease is read and none is cached: at 2,000
+// nodes per member, a watch on every Lease would bring 200 updates a second
+// per member for the few nodes that ever carry evidence.
+func (r *Reconciler) readLeases(ctx context.Context, v *memberView) {
+	v.leases = map[string]leaseView{}
+	var live client.Client
+	var liveErr error
+	now := r.now()
+	for _, n := range v.nodes {
+		prev := r.sightings.lease(v.cluster, n)
+		if !wantLease(v, n, prev, now) {
+			r.sightings.forgetLease(v.cluster, n.Name)
+			continue
+		}
+		if !prev.LastAt.IsZero() && !now.Before(prev.LastAt) && now.Sub(prev.LastAt) < leaseReadEvery {
+			v.leases[n.Name] = leaseView{LeaseSighting: prev}
+			continue
+		}
+		if live == nil && liveErr == nil {
+			live, liveErr = r.members.GetUncachedClient(ctx, v.cluster)
+		}
+		if liveErr != nil {
+			v.leases[n.Name] = leaseView{LeaseSighting: prev, err: "its kubelet Lease cannot be read: " + liveErr.Error()}
+			continue
+		}
+		reading, err := readLease(ctx, live, n)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Kubelet Lease not read", "node", n.Name, "reason", err.Error())
+			v.leases[n.Name] = leaseView{LeaseSighting: prev, err: err.Error()}
+			continue
+		}
+		v.leases[n.Name] = leaseView{LeaseSighting: r.sightings.observeLease(v.cluster, n, reading, now)}
+	}
+}
+
+// readLease reads the node's kubelet Lease from the member's API server.
+func readLease(ctx context.Context, c client.Reader, n *corev1.Node) (fencing.LeaseReading, error) {
+	l := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: fencing.NodeLeaseNamespace, Name: n.Name}
+	if err := c.Get(ctx, key, l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fencing.LeaseReading{}, fmt.Errorf("its kubelet Lease %s does not exist", key)
+		}
+		return fencing.LeaseReading{}, fmt.Errorf("its kubelet Lease %s cannot be read: %w", key, err)
+	}
+	return fencing.ReadLease(l, n.UID), nil
+}

@@ -206,6 +206,56 @@ func TestRecordedTaintOwnership(t *testing.T) {
 	}
 }
 
+// TestRecordedLostTaintOwnership: only an intent of fedfailover's own that
+// found no NoSchedule taint with its key owns the one it adds.
+func TestRecordedLostTaintOwnership(t *testing.T) {
+	owned := func(s *v1alpha1.NodeRecoveryRecordStatus) { s.LostTaint = v1alpha1.LostTaintOwned }
+	for _, tc := range []struct {
+		name string
+		mut  []func(*v1alpha1.NodeRecoveryRecordStatus)
+		want bool
+	}{
+		{"added by us", nil, true},
+		{"one was there before", []func(*v1alpha1.NodeRecoveryRecordStatus){func(s *v1alpha1.NodeRecoveryRecordStatus) { s.LostTaint = v1alpha1.LostTaintPreexisting }}, false},
+		{"none decided", []func(*v1alpha1.NodeRecoveryRecordStatus){func(s *v1alpha1.NodeRecoveryRecordStatus) { s.LostTaint = "" }}, false},
+		{"migrated", []func(*v1alpha1.NodeRecoveryRecordStatus){func(s *v1alpha1.NodeRecoveryRecordStatus) { s.Migrated = true }}, false},
+		{"no intent recorded", []func(*v1alpha1.NodeRecoveryRecordStatus){func(s *v1alpha1.NodeRecoveryRecordStatus) { s.IntentAt = nil }}, false},
+	} {
+		rec := actedRecord(v1alpha1.RecoveryMethodForceDelete, t0, append([]func(*v1alpha1.NodeRecoveryRecordStatus){owned}, tc.mut...)...)
+		rec.UID = "rec-uid"
+		m := recordedOf(rec)
+		if m.OwnsLostTaint != tc.want || (tc.want && m.UID != "rec-uid") {
+			t.Errorf("%s: OwnsLostTaint = %v (uid %q), want %v", tc.name, m.OwnsLostTaint, m.UID, tc.want)
+		}
+	}
+}
+
+// TestLostTaintHelpers: fedfailover's NoSchedule taint is added once, not
+// next to one with its key and effect, and only its exact self is removed.
+func TestLostTaintHelpers(t *testing.T) {
+	ours := lostTaintOf("rec-uid")
+	if ours.Key != "failover.fedfailover.io/lost" || ours.Value != "rec-uid" || ours.Effect != corev1.TaintEffectNoSchedule {
+		t.Fatalf("lostTaintOf: %+v", ours)
+	}
+	admins := corev1.Taint{Key: ours.Key, Value: "maintenance", Effect: corev1.TaintEffectNoSchedule}
+	otherEffect := corev1.Taint{Key: ours.Key, Value: "x", Effect: corev1.TaintEffectNoExecute}
+	if got := withLostTaint([]corev1.Taint{otherEffect}, "rec-uid"); len(got) != 2 || got[1] != ours {
+		t.Fatalf("withLostTaint: %v", got)
+	}
+	if got := withLostTaint([]corev1.Taint{admins}, "rec-uid"); len(got) != 1 || got[0] != admins {
+		t.Fatalf("withLostTaint must not add a second NoSchedule taint with the key: %v", got)
+	}
+	if got := withoutLostTaint([]corev1.Taint{admins, otherEffect}, "rec-uid"); len(got) != 2 {
+		t.Fatalf("withoutLostTaint removed a taint that is not the record's: %v", got)
+	}
+	if got := withoutLostTaint([]corev1.Taint{OutOfServiceTaint, ours}, "rec-uid"); len(got) != 1 || got[0] != OutOfServiceTaint {
+		t.Fatalf("withoutLostTaint must remove only the record's: %v", got)
+	}
+	if got := withoutLostTaint([]corev1.Taint{ours}, "another-record"); len(got) != 1 {
+		t.Fatalf("withoutLostTaint removed another record's taint: %v", got)
+	}
+}
+
 func TestTaintHelpers(t *testing.T) {
 	other := corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "someone-else", Effect: corev1.TaintEffectNoExecute}
 	unreach := corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}

@@ -208,7 +208,10 @@ func recoveryStatus(cluster string, n *corev1.Node, m *clusterv1.Machine, p plan
 		return nil
 	}
 	st := &v1alpha1.NodeRecoveryStatus{Cluster: cluster, Node: n.Name, Phase: p.Phase, Method: p.Method,
-		Message: policystatus.Truncate(p.Message, 1024)}
+		Detection: p.Loss.By, Message: policystatus.Truncate(p.Message, 1024)}
+	if p.record != nil && p.record.Status.Detection != "" {
+		st.Detection = p.record.Status.Detection
+	}
 	if m != nil {
 		st.Machine = m.Namespace + "/" + m.Name
 	}
@@ -345,7 +348,7 @@ func (r *Reconciler) reportUnreachable(ctx context.Context, cluster string, why 
 	}
 	var rep memberReport
 	for node, rec := range active {
-		if !recordedOf(rec).OwnsTaint || rec.Status.ActedAt == nil {
+		if m := recordedOf(rec); (!m.OwnsTaint && !m.OwnsLostTaint) || rec.Status.ActedAt == nil {
 			continue
 		}
 		rep.Policy = rec.Spec.Policy
@@ -388,6 +391,9 @@ func (r *Reconciler) openRecord(ctx context.Context, v *memberView, n *corev1.No
 	rec.Status = v1alpha1.NodeRecoveryRecordStatus{}
 	if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
 		st.ObservedAt, st.ReadyObservedAt = metaTimePtr(s.lossAt), metaTimePtr(s.condAt)
+		if !p.Loss.At.IsZero() {
+			st.ObservedAt = metaTimePtr(p.Loss.At) // by evidence, the node may still report Ready
+		}
 		st.ReadyStatus, st.ReadySince = string(cond.Status), &since
 	}); err != nil {
 		return nil, err
@@ -483,6 +489,10 @@ func (r *Reconciler) syncRecord(ctx context.Context, v *memberView, rec *v1alpha
 			st.Method = p.Method
 		}
 		st.DryRun = r.dryRun(v)
+		if st.Detection == "" && p.Loss.By != "" {
+			// How this loss was found, once: shown, never read back.
+			st.Detection, st.DetectedBy = p.Loss.By, policystatus.Truncate(p.Loss.Message, 1024)
+		}
 		if p.sighting.lossAt.IsZero() {
 			return
 		}

@@ -66,7 +66,7 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport) v
 			strings.Join(blocked, "; "))
 	}
 	taints := policystatus.Condition(pol, v1alpha1.ConditionTaintRemovalPending, metav1.ConditionFalse, v1alpha1.ReasonNoTaintLeft,
-		"no out-of-service taint of fedfailover's waits for removal")
+		"no taint of fedfailover's waits for removal")
 	if len(left) > 0 {
 		taints = policystatus.Condition(pol, v1alpha1.ConditionTaintRemovalPending, metav1.ConditionTrue, v1alpha1.ReasonTaintStays,
 			policystatus.Truncate(strings.Join(left, "; "), 4096))

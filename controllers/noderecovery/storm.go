@@ -89,12 +89,24 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView, now time.Time
 		nr := v.policy.Spec.NodeRecovery
 		lost, notReady := 0, 0
 		for _, n := range v.nodes {
-			// Lost as decide counts it: not Ready for notReadyFor since
-			// fedfailover first saw it (host clock only).
-			if s := v.sightings[n.Name]; !s.lossAt.IsZero() && !now.Before(s.lossAt.Add(nr.NotReadyFor.Get())) {
+			// Lost as decide counts it (lossOf): not Ready for notReadyFor
+			// since fedfailover first saw it, or by evidence with a silent
+			// kubelet Lease (host clock only). Every node counts, in the
+			// policy's nodeSelector or not.
+			in := nodeInput(v, n, now)
+			in.Policy = nr
+			byEvidence := false
+			switch lossOf(in).By {
+			case v1alpha1.NodeLossDetectionEvidence:
+				lost, byEvidence = lost+1, true
+			case v1alpha1.NodeLossDetectionNotReady:
 				lost++
 			}
-			if !nodecond.IsReady(n) {
+			// The hold counts, besides the nodes not Ready, those whose
+			// Machine shows them off (their Lease is read): nodes killed a
+			// few seconds apart are found lost by evidence apart too, and
+			// without the hold the first would be acted on alone.
+			if _, suspect := v.leases[n.Name]; !nodecond.IsReady(n) || byEvidence || suspect {
 				notReady++
 			}
 		}
@@ -108,7 +120,8 @@ func (r *Reconciler) stormStep(ctx context.Context, v *memberView, now time.Time
 			out.message = fmt.Sprintf("%s: storm over (%d of %d nodes lost); recovery resumes at %s after the cooldown", v.cluster, lost, len(v.nodes), out.ResumeAt.UTC().Format(time.RFC3339))
 		}
 		if !out.Suspended && fencing.Storm(notReady, len(v.nodes), nr.MaxUnhealthy) {
-			out.hold = fmt.Sprintf("%d of %d nodes not Ready, more than maxUnhealthy allows (%d): no new recovery while this could be a storm", notReady, len(v.nodes), allowed)
+			out.hold = fmt.Sprintf("%d of %d nodes not Ready (or shown off by their Machines), more than maxUnhealthy allows (%d): no new recovery while this could be a storm",
+				notReady, len(v.nodes), allowed)
 		}
 	}
 	metrics.StormActive.WithLabelValues(v.cluster).Set(boolGauge(out.Suspended))

@@ -306,8 +306,12 @@ func verdictOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, rec
 		d := decisions[0]
 		return "No recovery in progress", fmt.Sprintf("last decision %s (%s): %s", d.Action, d.Reason, d.Message)
 	}
-	return "Not lost", fmt.Sprintf("no recovery recorded: the node is Ready, or not Ready for less than notReadyFor (%s), or the member is unreachable",
+	why := fmt.Sprintf("no recovery recorded: the node is Ready, or not Ready for less than notReadyFor (%s), or the member is unreachable",
 		orDash(string(p.Spec.NodeRecovery.NotReadyFor)))
+	if p.Spec.NodeRecovery.Detection != v1alpha1.NodeLossDetectionNotReady {
+		why += "; with detection Evidence, a node whose Machine shows it off is lost once fedfailover has read its kubelet Lease unchanged for a renew interval and a margin (14s by default)"
+	}
+	return "Not lost", why
 }
 
 func phaseVerdict(phase v1alpha1.RecoveryPhase, evidence string, method v1alpha1.RecoveryMethod) (string, string) {

@@ -104,7 +104,7 @@ func defaultPolicy() v1alpha1.FailoverPolicy {
 		Recoveries: []v1alpha1.NodeRecoveryStatus{
 			{Cluster: "member3", Node: "m3-node-1", Machine: "member3/m3-node-1", Phase: v1alpha1.RecoveryPhaseBlocked, LostSince: ago(3 * time.Minute),
 				AffectedPods: 2, Message: "not fenced: Machine member3/m3-node-1 is not being deleted"},
-			{Cluster: "member1", Node: "m1-node-2", Machine: "member1/m1-node-2", Phase: v1alpha1.RecoveryPhaseRecovered, LostSince: ago(10 * time.Minute),
+			{Cluster: "member1", Node: "m1-node-2", Machine: "member1/m1-node-2", Phase: v1alpha1.RecoveryPhaseRecovered, Detection: v1alpha1.NodeLossDetectionEvidence, LostSince: ago(10 * time.Minute),
 				FencedAt: ago(9 * time.Minute), Evidence: "MachineInfrastructureDeleted", Method: v1alpha1.RecoveryMethodOutOfServiceTaint,
 				AffectedPods: 1, Message: "every tracked claim runs elsewhere"},
 		},
@@ -196,6 +196,9 @@ func recoveredRecord() v1alpha1.NodeRecovery {
 	r.Status.Phase, r.Status.Evidence, r.Status.Method = v1alpha1.RecoveryPhaseRecovered, "MachineInfrastructureDeleted", v1alpha1.RecoveryMethodOutOfServiceTaint
 	r.Status.Claims, r.Status.IntentAt, r.Status.ActedAt, r.Status.RecoveredAt = []string{"demo/data-db-0"}, ago(9*time.Minute), ago(9*time.Minute), ago(8*time.Minute)
 	r.Status.Message = "1 claims run on other nodes, 62.4s after fencing"
+	r.Status.Detection = v1alpha1.NodeLossDetectionEvidence
+	r.Status.DetectedBy = "lost by evidence: Machine member1/m1-node-2 is being deleted and its infrastructure is gone " +
+		"(InfrastructureReady=False, reason ObjectDeleted), kubelet Lease not renewed for 14s as seen by fedfailover"
 	return r
 }
 

@@ -83,6 +83,7 @@ func TestExplainFinishedRecords(t *testing.T) {
 	older := record("member1.m1-node-1.11bb", "member1", "m1-node-1", 5*time.Hour)
 	older.Status.Phase, older.Status.FinishReason, older.Status.FinishedAt = v1alpha1.RecoveryPhaseFinished, v1alpha1.FinishNodeReplaced, ago(4*time.Hour)
 	older.Status.TaintPreexisting = true
+	dry.Status.LostTaint = v1alpha1.LostTaintOwned
 	s.Records = append(s.Records, older, dry)
 	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "")
 	if err != nil {
@@ -100,7 +101,8 @@ func TestExplainFinishedRecords(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"- member1.m1-node-1.77aa (finished)", "Reason:       KubeletBack", "dry run: decided and reported",
-		"Reason:       NodeReplaced", "out-of-service taint was there before fedfailover", "Finished:     2026-11-30T11:15:00Z (45m ago)"} {
+		"Reason:       NodeReplaced", "out-of-service taint was there before fedfailover",
+		"NoSchedule taint failover.fedfailover.io/lost added by fedfailover before the force deletion", "Finished:     2026-11-30T11:15:00Z (45m ago)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain lacks %q:\n%s", want, out)
 		}

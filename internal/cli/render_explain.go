@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 // RenderExplanation writes an explanation in `kubectl describe` style.
@@ -23,6 +24,9 @@ func RenderExplanation(w io.Writer, e Explanation, now time.Time) error {
 	if r := e.Recovery; r != nil {
 		p.line(0, "Recovery (policy status):")
 		p.field(1, "Phase", string(r.Phase))
+		if r.Detection != "" {
+			p.field(1, "Detection", string(r.Detection))
+		}
 		p.field(1, "Lost since", p.when(r.LostSince))
 		p.field(1, "Fenced at", p.when(r.FencedAt))
 		p.field(1, "Evidence", orDash(r.Evidence))
@@ -158,6 +162,9 @@ func (d *describer) record(r RecordView) {
 	if !r.Active {
 		d.field(2, "Reason", orDash(st.FinishReason))
 	}
+	if st.Detection != "" {
+		d.field(2, "Detected", orDash(oneLine(st.DetectedBy))+" ("+string(st.Detection)+")")
+	}
 	d.field(2, "Evidence", orDash(st.Evidence))
 	d.field(2, "Method", orDash(string(st.Method)))
 	if len(st.Claims) > 0 {
@@ -203,6 +210,12 @@ func recordFlags(st v1alpha1.NodeRecoveryRecordStatus) []string {
 	}
 	if st.TaintPreexisting {
 		out = append(out, "out-of-service taint was there before fedfailover: never removed by it")
+	}
+	switch st.LostTaint {
+	case v1alpha1.LostTaintOwned:
+		out = append(out, "NoSchedule taint "+contract.TaintLost+" added by fedfailover before the force deletion: removed by it when the node returns")
+	case v1alpha1.LostTaintPreexisting:
+		out = append(out, "NoSchedule taint "+contract.TaintLost+" was there before fedfailover: never removed by it")
 	}
 	return out
 }

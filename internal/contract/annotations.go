@@ -28,6 +28,14 @@ const (
 	AnnotationRecoveredAt = "failover.fedfailover.io/recovered-at"
 )
 
+// TaintLost is the key of the NoSchedule taint fedfailover puts on a member
+// node before it force-deletes the node's pods while the node still reports
+// Ready (method ForceDelete, the node lost by evidence): no node lifecycle
+// taint keeps the member's scheduler away from such a node yet. Its value
+// is the UID of the NodeRecovery record that owns it (status.lostTaint);
+// fedfailover removes only that exact taint.
+const TaintLost = "failover.fedfailover.io/lost"
+
 // AnnotationStorm on a member's KubeFedCluster holds the storm guard's
 // state (JSON, see Storm); absent means no storm.
 const AnnotationStorm = "failover.fedfailover.io/storm"

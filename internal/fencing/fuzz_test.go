@@ -73,6 +73,9 @@ func fuzzInput(flags uint32, conds uint64, lostAgo, after int64, annotation stri
 	if flags&(1<<14) != 0 && in.Node != nil {
 		writtenAt(in.Node, t0.Add(-time.Duration(lostAgo)).Add(time.Duration(after)))
 	}
+	if flags&(1<<15) != 0 {
+		in.KubeletSilent = "kubelet Lease not renewed for 15s as seen by fedfailover"
+	}
 	return in
 }
 
@@ -85,14 +88,26 @@ func FuzzVerdict(f *testing.F) {
 	// Node source, a mark a year ahead written a minute into the loss.
 	f.Add(uint32(0x640d), uint64(0), int64(time.Hour), int64(time.Minute), t0.Add(365*24*time.Hour).Format(time.RFC3339))
 	f.Add(uint32(0x640d), uint64(0), int64(time.Hour), int64(time.Minute), t0.Add(-59*time.Minute).Format(time.RFC3339))
+	// A Ready node, its kubelet silent: deleted Machine with its
+	// infrastructure gone, and assumeFencedAfter long past.
+	f.Add(uint32(0x8931), uint64(0), int64(time.Hour), int64(time.Minute), "")
+	f.Add(uint32(0x8b31), uint64(0), int64(time.Hour), int64(time.Minute), "")
 	f.Fuzz(func(t *testing.T, flags uint32, conds uint64, lostAgo, after int64, annotation string) {
 		in := fuzzInput(flags, conds, lostAgo, after, annotation)
 		got := Verdict(in)
 		if again := Verdict(in); !reflect.DeepEqual(got, again) {
 			t.Fatalf("not deterministic: %+v vs %+v", got, again)
 		}
-		if nodecond.IsReady(in.Node) && got.Fenced {
-			t.Fatalf("Ready node fenced: %+v", got)
+		if nodecond.IsReady(in.Node) && got.Fenced && in.KubeletSilent == "" {
+			t.Fatalf("Ready node fenced without a silent kubelet: %+v", got)
+		}
+		if in.KubeletSilent != "" {
+			// Evidence-first: only positive evidence of the machine's state.
+			for _, e := range got.Found {
+				if e.Kind == EvidenceAssumeFencedAfter {
+					t.Fatalf("assumeFencedAfter counted for a node lost by evidence: %+v", got)
+				}
+			}
 		}
 		if got.Fenced != (len(got.Found) > 0) {
 			t.Fatalf("Fenced=%v with %d evidence", got.Fenced, len(got.Found))

@@ -67,6 +67,12 @@ type Input struct {
 	SilentSince time.Time
 	// Now is the time of the decision.
 	Now time.Time
+	// KubeletSilent, when set, says how fedfailover's own readings of the
+	// node's kubelet Lease showed it not renewed (LeaseSighting.Silent): a
+	// Ready condition is then only the last thing a silent kubelet said, and
+	// no longer refuses the verdict. Only positive evidence of the machine's
+	// state counts then: assumeFencedAfter, which assumes, does not.
+	KubeletSilent string
 }
 
 // Evidence is one piece of proof found.
@@ -111,9 +117,11 @@ func (r Result) Message() string {
 // kind of evidence is checked and reported, so the caller can say exactly
 // what is missing. Safety rule: a Ready node is never fenced, whatever the
 // evidence says (a stale annotation or condition must not release the
-// volumes of a running node).
+// volumes of a running node), unless the caller's own readings of its
+// kubelet Lease show the kubelet silent (Input.KubeletSilent): its Ready
+// condition is then stale, and positive evidence alone decides.
 func Verdict(in Input) Result {
-	if nodecond.IsReady(in.Node) {
+	if nodecond.IsReady(in.Node) && in.KubeletSilent == "" {
 		return Result{Reason: ReasonNodeReady, Missing: []string{"node is Ready"}}
 	}
 	if !anyEvidenceEnabled(in.Policy) {
@@ -131,7 +139,12 @@ func Verdict(in Input) Result {
 	if silent.IsZero() {
 		silent = in.LostSince
 	}
-	checkAssumeFencedAfter(&r, in.Policy, in.Node, silent, in.Now)
+	if in.KubeletSilent == "" {
+		checkAssumeFencedAfter(&r, in.Policy, in.Node, silent, in.Now)
+	} else if in.Policy.AssumeFencedAfter != nil {
+		r.Missing = append(r.Missing, "assumeFencedAfter does not count before the node is lost by its Ready condition: "+
+			"evidence-first detection needs positive evidence that the machine is off")
+	}
 	r.Fenced = len(r.Found) > 0
 	if r.Fenced {
 		r.Reason = string(r.Found[0].Kind)

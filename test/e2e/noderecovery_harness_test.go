@@ -173,6 +173,14 @@ func hasOOSTaint(n *corev1.Node) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeOutOfService })
 }
 
+// hasLostTaint: the node carries the NoSchedule taint fedfailover puts on a
+// node before force-deleting its pods while it still reports Ready.
+func hasLostTaint(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == contract.TaintLost && t.Effect == corev1.TaintEffectNoSchedule
+	})
+}
+
 // nodeEvents returns the reasons of fedfailover's events about a node since
 // a time (nodes are reused by the tests).
 func nodeEvents(ctx context.Context, cl client.Client, node string, since time.Time) ([]string, error) {
@@ -250,12 +258,15 @@ func volumeOnlyOn(ctx context.Context, cl client.Client, pv, node string) (bool,
 
 // restoreAfter powers a node back on when the test ends (if the test did
 // not already) and waits for it to be Ready without an out-of-service taint.
+// Whether it is still off is the lab's to say: a node found lost by evidence
+// is done with while it still reports Ready=True.
 func restoreAfter(t *testing.T, cluster, node string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		cl := theLab.MustClient(cluster)
 		n, err := getNode(ctx, cl, node)
-		if err != nil || lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) {
+		off, ferr := theLab.Faulted(node)
+		if err != nil || ferr != nil || off || lab.NodeReadyStatus(n) != corev1.ConditionTrue || hasOOSTaint(n) || hasLostTaint(n) {
 			if err := theLab.Restore(ctx, node); err != nil {
 				t.Errorf("restore %s: %v", node, err)
 			}
@@ -273,13 +284,13 @@ func restoreAfter(t *testing.T, cluster, node string) {
 	})
 }
 
-// waitNoMarks polls until the node carries no fedfailover mark and no
-// out-of-service taint.
+// waitNoMarks polls until the node carries no fedfailover mark, no
+// out-of-service taint and no failover.fedfailover.io/lost taint.
 func waitNoMarks(ctx context.Context, cl client.Client, node string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		n, err := getNode(ctx, cl, node)
-		if err == nil && !hasOOSTaint(n) && !hasRecoveryMarks(n) {
+		if err == nil && !hasOOSTaint(n) && !hasLostTaint(n) && !hasRecoveryMarks(n) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -298,8 +309,8 @@ func hasRecoveryMarks(n *corev1.Node) bool {
 	return false
 }
 
-// stripMarks removes every fedfailover annotation and the out-of-service
-// taint from a node.
+// stripMarks removes every fedfailover annotation, the out-of-service
+// taint and fedfailover's own taints from a node.
 func stripMarks(t *testing.T, cl client.Client, node string) {
 	t.Helper()
 	ctx := context.Background()
@@ -314,7 +325,9 @@ func stripMarks(t *testing.T, cl client.Client, node string) {
 			delete(upd.Annotations, k)
 		}
 	}
-	upd.Spec.Taints = slices.DeleteFunc(upd.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == corev1.TaintNodeOutOfService })
+	upd.Spec.Taints = slices.DeleteFunc(upd.Spec.Taints, func(tn corev1.Taint) bool {
+		return tn.Key == corev1.TaintNodeOutOfService || strings.HasPrefix(tn.Key, contract.Prefix)
+	})
 	if err := cl.Patch(ctx, upd, client.MergeFrom(n)); err != nil {
 		t.Errorf("strip marks of %s: %v", node, err)
 	}

@@ -89,7 +89,9 @@ func TestSafetyAdminTaintIsNotRemoved(t *testing.T) {
 	ctx := t.Context()
 	const cluster, ns = "member1", "safety-admin-taint"
 	startNodeRecovery(t)
-	// Long enough for the admin to taint first.
+	// Long enough for the admin to taint first (found lost by evidence, the
+	// node waits for the silence window, ~6 s, instead: the admin taints
+	// right after the power-off, still first).
 	nrPolicy(t, "safety-admin-taint", func(s *v1alpha1.NodeRecoverySpec) { s.NotReadyFor = "15s" })
 	cl := theLab.MustClient(cluster)
 	pod, _ := stsOnLostNode(t, cluster, ns)

@@ -46,6 +46,33 @@ func (l *Lab) PowerOff(ctx context.Context, node string, ev Evidence) error {
 	return l.applyEvidence(ctx, node, ev)
 }
 
+// ApplyEvidence writes the evidence PowerOff leaves on a node's Machine
+// without switching the node off: its kwok keeps running and renewing its
+// Lease, as a node does whose Machine was deleted by mistake or whose
+// provider reports it off wrongly. Restore clears it.
+func (l *Lab) ApplyEvidence(ctx context.Context, node string, ev Evidence) error {
+	_, c, _, _, err := l.findNode(node)
+	if err != nil {
+		return err
+	}
+	if err := l.setEvidence(c.Name, node, string(ev)); err != nil {
+		return err
+	}
+	return l.applyEvidence(ctx, node, ev)
+}
+
+// Faulted reports whether a node is powered off, partitioned or carries
+// power-off evidence on its Machine, as the lab left it: its Node may still
+// report Ready=True (the member marks it NotReady only after the grace
+// period), so only the lab knows. Restore undoes all three.
+func (l *Lab) Faulted(node string) (bool, error) {
+	_, _, n, p, err := l.findNode(node)
+	if err != nil {
+		return false, err
+	}
+	return n.Evidence != "" || p == nil || procState(p.PID) != ProcRunning, nil
+}
+
 // Partition freezes a node's kwok (SIGSTOP): the node looks dead to the
 // control plane but keeps its state, as behind a network partition.
 func (l *Lab) Partition(node string) error {

@@ -526,12 +526,15 @@ func (f *fixture) powerOff(member, node string, ev lab.Evidence) {
 
 // restore powers node on (if it is still off), waits for it to be Ready
 // and for its taint to be removed; a taint left after 30 s is removed here.
+// Whether it is still off is the lab's to say: a node found lost by evidence
+// may still report Ready=True.
 func (f *fixture) restore(member, node string) {
 	t := f.t
 	ctx := context.Background()
 	cl := theLab.MustClient(member)
 	n := &corev1.Node{}
-	if err := cl.Get(ctx, client.ObjectKey{Name: node}, n); err == nil && lab.NodeReadyStatus(n) == corev1.ConditionTrue && !oosTainted(n) {
+	off, err := theLab.Faulted(node)
+	if err == nil && !off && cl.Get(ctx, client.ObjectKey{Name: node}, n) == nil && lab.NodeReadyStatus(n) == corev1.ConditionTrue && !oosTainted(n) {
 		return
 	}
 	if err := theLab.Restore(ctx, node); err != nil {

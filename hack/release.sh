@@ -89,6 +89,7 @@ spec:
     noderecoveries.failover.fedfailover.io,
     recoveryguards.failover.fedfailover.io,
     rebalancerecords.failover.fedfailover.io,
+    membermaintenances.failover.fedfailover.io,
     kubefedclusters.core.kubefed.io,
     replicaschedulingpreferences.scheduling.kubefed.io,
     clusters.cluster.x-k8s.io, machines.cluster.x-k8s.io and namespaces:

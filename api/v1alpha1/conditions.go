@@ -161,6 +161,9 @@ const (
 	// ReasonShifted: replicas are moved away from a member that is failed
 	// or out of capacity now.
 	ReasonShifted = "Shifted"
+	// ReasonMemberMaintenance: replicas are moved off a member under an
+	// accepted MemberMaintenance (or kept off it until it ends).
+	ReasonMemberMaintenance = "MemberMaintenance"
 	// ReasonFailingBack: shifted, but every member is healthy again: the
 	// placement is returning to the baseline.
 	ReasonFailingBack = "FailingBack"

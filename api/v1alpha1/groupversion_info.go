@@ -24,7 +24,7 @@ var (
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &FailoverPolicy{}, &FailoverPolicyList{}, &NodeRecovery{}, &NodeRecoveryList{}, &RecoveryGuard{}, &RecoveryGuardList{},
 		&RebalanceRecord{}, &RebalanceRecordList{},
-		&MemberSummary{}, &MemberSummaryList{})
+		&MemberSummary{}, &MemberSummaryList{}, &MemberMaintenance{}, &MemberMaintenanceList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

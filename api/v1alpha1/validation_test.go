@@ -324,6 +324,16 @@ func TestSamplesAccepted(t *testing.T) {
 				t.Fatalf("sample rejected: %v", err)
 			}
 			// A typed round trip proves the sample's fields all map onto the Go API.
+			if u.GetKind() == "MemberMaintenance" {
+				var mm v1alpha1.MemberMaintenance
+				if err := c.Get(ctx, client.ObjectKey{Name: u.GetName()}, &mm); err != nil {
+					t.Fatal(err)
+				}
+				if mm.Spec.Member == "" || mm.Spec.Reason == "" {
+					t.Errorf("sample %s lost its member or reason after decoding: %+v", u.GetName(), mm.Spec)
+				}
+				return
+			}
 			var typed v1alpha1.FailoverPolicy
 			if err := c.Get(ctx, client.ObjectKey{Name: u.GetName()}, &typed); err != nil {
 				t.Fatal(err)

@@ -389,6 +389,18 @@ func seedRecords(t *testing.T, c client.Client, pol *v1alpha1.FailoverPolicy) {
 	if err := c.Status().Update(t.Context(), g); err != nil {
 		t.Fatal(err)
 	}
+	mm := &v1alpha1.MemberMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "member1-kernel"}, Spec: v1alpha1.MemberMaintenanceSpec{Member: "member1"}}
+	create(t, c, mm)
+	mm.Status = v1alpha1.MemberMaintenanceStatus{ObservedGeneration: mm.Generation, Moved: 2, Share: 3, Pending: 1,
+		Progress: "2 of 3 replicas moved off member1, 1 not Ready yet on member2",
+		Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonMaintenanceAccepted,
+				Message: "the other members have room", ObservedGeneration: mm.Generation, LastTransitionTime: metav1.Now()},
+			{Type: v1alpha1.ConditionDrained, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDraining,
+				Message: "2 of 3 replicas moved off member1", ObservedGeneration: mm.Generation, LastTransitionTime: metav1.Now()}}}
+	if err := c.Status().Update(t.Context(), mm); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func seedClusters(t *testing.T, c client.Client) {

@@ -58,7 +58,8 @@ func newRootCommand(streams genericiooptions.IOStreams, flags *genericclioptions
 	cmd.PersistentFlags().StringVar(&o.kubefedNamespace, "kubefed-namespace", cli.DefaultKubefedNamespace,
 		"Namespace of the KubeFedCluster objects in the host cluster.")
 	_ = cmd.RegisterFlagCompletionFunc("context", o.completeContexts)
-	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o), newMemberRBACCommand(o), newVersionCommand())
+	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o), newMaintenanceCommand(o), newMemberRBACCommand(o),
+		newVersionCommand())
 	return cmd
 }
 

@@ -39,6 +39,10 @@ type observation struct {
 	// the RSP now assigns it (planner.ReleaseInput).
 	Assigned         int64
 	AssignedObserved bool
+	// Draining: an accepted MemberMaintenance names the member (host-side,
+	// fedfailover's own status): its replicas move off it, and its room
+	// counts only from the first pass after the maintenance ends.
+	Draining bool
 }
 
 // assessment is a member's planner input, its updated marks, and when the
@@ -61,6 +65,7 @@ type assessment struct {
 // the last bad one (the planner waits stabilizationWindow from there).
 func assess(obs observation, prev contract.MemberTimers, spec v1alpha1.RebalanceSpec, now time.Time) assessment {
 	a := assessHealth(obs, prev, spec, now)
+	a.Member.Draining = obs.Draining
 	a.Marks.LastFailback, a.Marks.Backoff, a.BackedOff = failbackBackoff(prev, a.Member.State, spec, now)
 	a.Member.Backoff = a.Marks.Backoff
 	if a.Marks.LastFailback != nil {
@@ -145,7 +150,7 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 			return a // no room while pods cannot be scheduled
 		}
 	}
-	if obs.Fits > 0 && !obs.Unschedulable {
+	if obs.Fits > 0 && !obs.Unschedulable && !obs.Draining {
 		since := timeOf(prev.RoomSince)
 		if since.IsZero() {
 			since = now

@@ -68,6 +68,9 @@ type Reconciler struct {
 
 	mu  sync.Mutex
 	mem map[types.NamespacedName]*memory
+	// drains is the drain of each member under maintenance, per RSP, as
+	// the last passes planned it (the MemberMaintenance status).
+	drains drainStore
 	// kubefedViews is kubefed's verdict on each member as last read
 	// (kubefedhealth.View), for the messages of the RebalanceSuspended
 	// condition.
@@ -126,6 +129,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.mem, key)
 	r.mu.Unlock()
 	r.store.Delete(key)
+	r.drains.set(key, nil)
 	metrics.DeleteRSP(key.Namespace, key.Name)
 }
 
@@ -156,7 +160,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.holdSharded(ctx, sel.Governing, rsp)
 	}
 	if sel.Governing == nil {
-		r.dropShortfalls(req.NamespacedName) // no policy's N+1 figure any more
+		r.dropShortfalls(req.NamespacedName)  // no policy's N+1 figure any more
+		r.drains.set(req.NamespacedName, nil) // nor a drain: a release ignores maintenance
 		return r.release(ctx, rsp)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("policy", sel.Governing.Name))
@@ -258,6 +263,12 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 		return ctrl.Result{}, err
 	}
 	res := planner.Plan(in)
+	if wait, ok := r.settled(key, res, now); !ok {
+		// A drain's break, like a release's, waits until it has stayed
+		// ready for releaseSettle.
+		res = settling(rsp, res)
+		requeue = wake.Earliest(requeue, now.Add(wait))
+	}
 	if err := r.apply(ctx, pol, rsp, m, res, mem, &st); err != nil {
 		if errors.Is(err, errStale) {
 			// The RSP's newer version is on its way through the watch and
@@ -268,6 +279,7 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	}
 	r.observeRecovery(mem, in, onset, now)
 	r.record(pol, rsp, in, res, m)
+	r.recordDrains(key, in, res, pol.Spec.DryRun)
 	r.reportSuspension(ctx, pol, rsp, mem, in, res)
 	// A periodic resync catches what no watch reports (capacity estimates,
 	// kubefed status).
@@ -318,8 +330,12 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 	if err != nil {
 		return planner.Input{}, time.Time{}, onsetInfo{}, err
 	}
+	draining, err := r.drainingMembers(ctx)
+	if err != nil {
+		return planner.Input{}, time.Time{}, onsetInfo{}, err
+	}
 	in := planner.Input{
-		Baseline: m.Baseline.Clusters, TotalReplicas: m.Baseline.TotalReplicas, Eligible: eligible,
+		Baseline: m.Baseline.Clusters, TotalReplicas: m.Baseline.TotalReplicas, Eligible: eligible, Assigned: map[string]int64{},
 		Members: map[string]planner.Member{}, Current: rsp.Spec.Clusters, CurrentTotalReplicas: rsp.Spec.TotalReplicas,
 		LastChange: timeOf(m.LastChange), Now: now, Spec: spec,
 	}
@@ -334,8 +350,12 @@ func (r *Reconciler) plannerInput(ctx context.Context, pol *v1alpha1.FailoverPol
 		if err != nil {
 			return planner.Input{}, time.Time{}, onsetInfo{}, err
 		}
+		obs.Draining = draining[name]
 		a := assess(obs, sightedTimers(m.Members[name], seen[name]), spec, now)
 		in.Members[name] = a.Member
+		if obs.Healthy && !obs.Unknown {
+			in.Assigned[name] = assignedOf(obs)
+		}
 		if a.Marks != (contract.MemberTimers{}) {
 			newMarks[name] = a.Marks
 		}

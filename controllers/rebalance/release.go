@@ -116,7 +116,7 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 		return ctrl.Result{}, err
 	}
 	res := planner.Release(in)
-	if wait, ok := r.settled(key, res, now); !ok {
+	if wait, ok := r.settled(key, res.Result, now); !ok {
 		res = planner.ReleaseResult{Result: planner.Result{Clusters: rsp.Spec.Clusters, TotalReplicas: rsp.Spec.TotalReplicas,
 			Reason: planner.ReasonWaitingForReplicas}, Waiting: res.Waiting, StepsLeft: res.StepsLeft}
 		msg := releaseMessage(res, params.Steps) + fmt.Sprintf("; the replicas moved back are Ready: the others give theirs up once that has held for %s", releaseSettle)
@@ -159,18 +159,18 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 }
 
-// settled says whether res may be written now: anything but a break at
-// once; a break once the same break has been ready for releaseSettle on
-// this process's clock (wait: how long still).
-func (r *Reconciler) settled(key client.ObjectKey, res planner.ReleaseResult, now time.Time) (wait time.Duration, ok bool) {
+// settled says whether res may be written now: anything but a break (of
+// a release or of a drain) at once; a break once the same break has been
+// ready for releaseSettle on this process's clock (wait: how long still).
+func (r *Reconciler) settled(key client.ObjectKey, res planner.Result, now time.Time) (wait time.Duration, ok bool) {
 	mem := r.memoryOf(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !res.Changed || res.Reason != planner.ReasonReleaseBreak {
+	if !res.Changed || (res.Reason != planner.ReasonReleaseBreak && res.Reason != planner.ReasonDrainBreak) {
 		mem.breakReady, mem.breakOf = time.Time{}, ""
 		return 0, true
 	}
-	of := describe(res.Result)
+	of := describe(res)
 	if mem.breakOf != of || mem.breakReady.IsZero() || mem.breakReady.After(now) {
 		mem.breakReady, mem.breakOf = now, of
 	}

@@ -136,7 +136,8 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 }
 
 // placementOf classifies a plan for the Rebalancing condition: at the
-// baseline; shifted while a member is failed or out of capacity; failing
+// baseline; shifted while a member is failed or out of capacity; moved off
+// a member under maintenance; failing
 // back once every member is healthy again (stabilizing or stepping back).
 func placementOf(key types.NamespacedName, in planner.Input, res planner.Result) (string, string) {
 	if !res.Shifted {
@@ -150,6 +151,15 @@ func placementOf(key types.NamespacedName, in planner.Input, res planner.Result)
 	}
 	if len(down) > 0 {
 		return v1alpha1.ReasonShifted, fmt.Sprintf("%s: shifted (%s) away from %s: %s", key, res.Reason, strings.Join(down, ", "), describe(res))
+	}
+	var draining []string
+	for _, n := range sortedKeys(in.Members) {
+		if in.Members[n].Draining {
+			draining = append(draining, n)
+		}
+	}
+	if len(draining) > 0 {
+		return v1alpha1.ReasonMemberMaintenance, fmt.Sprintf("%s: moved (%s) off %s, under maintenance: %s", key, res.Reason, strings.Join(draining, ", "), describe(res))
 	}
 	return v1alpha1.ReasonFailingBack, fmt.Sprintf("%s: every member healthy, returning to the baseline (%s): %s", key, res.Reason, describe(res))
 }

@@ -104,6 +104,9 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		// need no pass.
 		Watches(&v1alpha1.RebalanceRecord{}, &handler.EnqueueRequestForObject{},
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		// A maintenance accepted or ended changes what every RSP may
+		// place on its member.
+		Watches(&v1alpha1.MemberMaintenance{}, handler.EnqueueRequestsFromMapFunc(all), builder.WithPredicates(maintenanceChanged)).
 		WatchesRawSource(members.KubeFedClusterSource(handler.TypedEnqueueRequestsFromMapFunc(allForKFC), kubefedClusterChanged)).
 		WatchesRawSource(members.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return r.allRSPs(ctx, "") })).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
@@ -115,8 +118,16 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		Complete(&finalizer{r: r}); err != nil {
 		return fmt.Errorf("creating rebalance finalizer controller: %w", err)
 	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("membermaintenance").For(&v1alpha1.MemberMaintenance{}).
+		Complete(&maintenance{r: r, progressEvery: maintenanceProgressEvery}); err != nil {
+		return fmt.Errorf("creating the member maintenance controller: %w", err)
+	}
 	return statusWriter(r.store).SetupWithManager(mgr)
 }
+
+// maintenanceProgressEvery is how often a drain's progress is read again
+// into its MemberMaintenance's status.
+const maintenanceProgressEvery = 2 * time.Second
 
 // setupSummaries adds, for a sharded manager that rebalances: the observer
 // and publisher of the members this replica holds (every replica), the

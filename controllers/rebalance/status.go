@@ -92,7 +92,8 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, entries map[types.NamespacedNam
 
 // placementOrder ranks the placements: the condition's reason is the first
 // that any managed RSP is in.
-var placementOrder = []string{v1alpha1.ReasonRebalanceHeld, v1alpha1.ReasonShifted, v1alpha1.ReasonFailingBack, v1alpha1.ReasonReleasing}
+var placementOrder = []string{v1alpha1.ReasonRebalanceHeld, v1alpha1.ReasonShifted, v1alpha1.ReasonMemberMaintenance, v1alpha1.ReasonFailingBack,
+	v1alpha1.ReasonReleasing}
 
 // releasing: an RSP of the policy is being released (release.go).
 func releasing(entries map[types.NamespacedName]rspEntry) bool {

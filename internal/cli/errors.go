@@ -19,10 +19,11 @@ type resource struct {
 var (
 	resFailoverPolicies = resource{"failoverpolicies.failover.fedfailover.io",
 		"install fedfailover's CRDs: `kubectl apply -f config/crd/bases` (from the fedfailover repository) or `helm install fedfailover charts/fedfailover`"}
-	resNodeRecoveries   = resource{"noderecoveries.failover.fedfailover.io", resFailoverPolicies.Install}
-	resRecoveryGuards   = resource{"recoveryguards.failover.fedfailover.io", resFailoverPolicies.Install}
-	resRebalanceRecords = resource{"rebalancerecords.failover.fedfailover.io", resFailoverPolicies.Install}
-	resKubeFedClusters  = resource{"kubefedclusters.core.kubefed.io",
+	resNodeRecoveries     = resource{"noderecoveries.failover.fedfailover.io", resFailoverPolicies.Install}
+	resRecoveryGuards     = resource{"recoveryguards.failover.fedfailover.io", resFailoverPolicies.Install}
+	resRebalanceRecords   = resource{"rebalancerecords.failover.fedfailover.io", resFailoverPolicies.Install}
+	resMemberMaintenances = resource{"membermaintenances.failover.fedfailover.io", resFailoverPolicies.Install}
+	resKubeFedClusters    = resource{"kubefedclusters.core.kubefed.io",
 		"install kubefed v0.10 in the host cluster (its chart's CRDs) and register members with `kubefedctl join`"}
 	resRSPs = resource{"replicaschedulingpreferences.scheduling.kubefed.io",
 		"install kubefed v0.10 in the host cluster (its chart's CRDs)"}
@@ -38,7 +39,7 @@ var (
 // the chart's rbac.viewer) grants get, list and watch on exactly these.
 func HostResources() []string {
 	return []string{resFailoverPolicies.Name, resNodeRecoveries.Name, resRecoveryGuards.Name, resRebalanceRecords.Name,
-		resKubeFedClusters.Name, resRSPs.Name, resClusters.Name, resMachines.Name, resNamespaces.Name}
+		resMemberMaintenances.Name, resKubeFedClusters.Name, resRSPs.Name, resClusters.Name, resMachines.Name, resNamespaces.Name}
 }
 
 // ErrCRDMissing is wrapped by errors about a CRD that is not installed.

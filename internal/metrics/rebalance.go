@@ -97,6 +97,33 @@ func DeleteRSP(namespace, name string) {
 	FailoverShortfall.DeletePartialMatch(l)
 }
 
+// MaintenanceReplicas is the drain of a member under a MemberMaintenance,
+// summed over the managed RSPs, by state: "share" (its share under the
+// users' weights), "moved" (off it so far), "pending" (started on other
+// members for the drain, not Ready yet), "waiting_for_room" (fit on no
+// other member now). A series exists while the maintenance is accepted.
+var MaintenanceReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Namespace: Namespace,
+	Name:      "maintenance_replicas",
+	Help:      "Replicas of the drain of a member under maintenance, by state (share, moved, pending, waiting_for_room).",
+}, []string{"maintenance", MemberLabel, "state"})
+
+// MaintenanceRefused is 1 while a MemberMaintenance is refused (the other
+// members lack room, or their room is unknown), 0 once accepted.
+var MaintenanceRefused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Namespace: Namespace,
+	Name:      "maintenance_refused",
+	Help:      "1 while a MemberMaintenance is refused for lack of room elsewhere (or room unknown), 0 once accepted.",
+}, []string{"maintenance", MemberLabel})
+
+// DeleteMaintenance drops the series of a maintenance that is gone.
+func DeleteMaintenance(name string) {
+	l := prometheus.Labels{"maintenance": name}
+	MaintenanceReplicas.DeletePartialMatch(l)
+	MaintenanceRefused.DeletePartialMatch(l)
+}
+
 func init() {
-	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, RebalanceSuspended, RebalanceFailbackBackoff, FailoverShortfall, Rebalances, MemberFreeCapacity, RebalanceSeconds)
+	mustRegister(RSPWeight, RSPShifted, RSPGuardHeld, RebalanceSuspended, RebalanceFailbackBackoff, FailoverShortfall, Rebalances, MemberFreeCapacity, RebalanceSeconds,
+		MaintenanceReplicas, MaintenanceRefused)
 }

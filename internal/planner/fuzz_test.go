@@ -52,14 +52,16 @@ func fuzzInput(baseline, current, members uint64, total, currentTotal uint8, sin
 		if bits>>10&1 != 0 {
 			m.RoomSince = now.Add(-time.Duration(sinceRoom>>(4*uint(i))&15) * 20 * time.Second)
 		}
+		// Bit 10 of the member's baseline bits: under maintenance.
+		m.Draining = baseline>>shift>>10&1 != 0
 		in.Members[name] = m
 	}
 	if baseline&(1<<63) != 0 {
 		in.Baseline[Wildcard] = fedschedv1a1.ClusterPreferences{Weight: 1}
 	}
 	// Bits 9-14 of each member's baseline bits are free: bit 9 leaves it
-	// out of the target's placement, bit 62 turns that placement on, bit
-	// 61 allows spilling past maxReplicas.
+	// out of the target's placement (bit 10 drains it, above), bit 62
+	// turns that placement on, bit 61 allows spilling past maxReplicas.
 	if baseline&(1<<62) != 0 {
 		in.Eligible = map[string]bool{}
 		for i, name := range []string{"a", "b", "c", "d"} {
@@ -80,6 +82,10 @@ func FuzzPlan(f *testing.F) {
 	// Rule 4: a target placement leaving out b, spilling allowed or not.
 	f.Add(uint64(0x4000_0000_0201_0001), uint64(0x0001_0001_0001_0001), uint64(0x0003_040d_0001_0402), uint8(9), uint8(0), uint16(0), uint16(0), false)
 	f.Add(uint64(0x6000_0000_0221_0025), uint64(0x0001_0001_0001_0001), uint64(0x0003_040d_0001_0402), uint8(9), uint8(0), uint16(0), uint16(0), false)
+	// a under maintenance, b and c with room: a drained stepwise.
+	f.Add(uint64(0x0001_0001_0001_0401), uint64(0x0001_0001_0001_0001), uint64(0x0003_0a0c_0a0c_0a0c), uint8(9), uint8(0), uint16(0), uint16(0), true)
+	// a under maintenance, b failed, c full.
+	f.Add(uint64(0x0001_0001_0001_0401), uint64(0x0001_0001_0001_0001), uint64(0x0003_040c_0001_0a0c), uint8(9), uint8(0), uint16(0), uint16(0), false)
 	// Failed to fedfailover alone (kubefed Ready), b failing and not Failed
 	// yet, each holding 3 of 6: nothing moves.
 	f.Add(uint64(0x0000_8000_0001_0001), uint64(0x0000_8000_0001_0001), uint64(0x0003_0003_480c_080d), uint8(6), uint8(0), uint16(0), uint16(0), false)
@@ -226,6 +232,12 @@ func checkInvariants(t testing.TB, in Input, got Result) {
 	if !got.Changed {
 		return
 	}
+	// What the RSP asks of each member now, as the planner reads it.
+	asked := current
+	if in.CurrentTotalReplicas > 0 {
+		asked = distribute(int64(in.CurrentTotalReplicas), names, kubefed(in.Current))
+	}
+	checkDrain(t, in, names, asked, got)
 	if got.Shifted {
 		for _, n := range names {
 			p := got.Clusters[n]
@@ -261,4 +273,35 @@ func capOf(in Input, n string) int64 {
 		return -1
 	}
 	return max(*p.MaxReplicas, 0)
+}
+
+// checkDrain: a change lowers a member under maintenance (observed, not
+// failed) only within its room when it is exhausted, or in a break that
+// keeps at least min(total, Ready now) Ready replicas.
+func checkDrain(t testing.TB, in Input, names []string, current map[string]int64, got Result) {
+	t.Helper()
+	ready := func(placement map[string]int64) int64 {
+		var n int64
+		for _, name := range names {
+			m := in.Members[name]
+			if m.Unconfirmed || (m.State == Failed && m.KubefedReady) {
+				continue // read as unobserved: no Ready replica counted
+			}
+			n += min(max(m.Running, 0), placement[name])
+		}
+		return n
+	}
+	for _, n := range names {
+		m := in.Members[n]
+		if !m.Draining || m.State == Failed || m.Unconfirmed || m.Failing || got.Placement[n] >= current[n] {
+			continue
+		}
+		if m.State == Exhausted && got.Placement[n] >= min(current[n], max(m.Running, 0)+min(max(m.Fits, 0), maxWeight)) {
+			continue
+		}
+		if ready(got.Placement) < min(int64(max(in.TotalReplicas, 0)), ready(current)) {
+			t.Fatalf("member %s under maintenance lowered %d -> %d leaving %d Ready (before %d, total %d): %+v",
+				n, current[n], got.Placement[n], ready(got.Placement), ready(current), in.TotalReplicas, got)
+		}
+	}
 }

@@ -17,10 +17,16 @@ func (p *planning) idealPlacement() (map[string]int64, int64) {
 	})
 	ideal = fill(ideal, p.names)
 	left := p.total - sum(ideal)
-	left -= p.spill(ideal, left, p.filter(avail, p.stable))
-	left -= p.spill(ideal, left, avail)
+	// A draining member takes no spill: only what fits nowhere else stays.
+	open := p.filter(avail, func(n string) bool { return !p.drains(n) })
+	left -= p.spill(ideal, left, p.filter(open, p.stable))
+	left -= p.spill(ideal, left, open)
 	left -= p.keepOverflow(ideal, left, avail)
-	p.spreadUnbounded(ideal, left, avail)
+	spread := avail
+	if len(open) > 0 {
+		spread = open
+	}
+	p.spreadUnbounded(ideal, left, spread)
 	var withinRoom int64
 	for _, n := range avail {
 		room := p.room(n)
@@ -33,12 +39,14 @@ func (p *planning) idealPlacement() (map[string]int64, int64) {
 	return ideal, max(p.total-withinRoom, 0)
 }
 
-// idealCap bounds a member's baseline share: an exhausted member at its
+// idealCap bounds a member's baseline share: a draining member at none; an exhausted member at its
 // room; a stable member at its room, but never below what it holds (no
 // move on a capacity estimate alone: the exhaustion signal decides); a
 // member not yet stable at what it holds (no failback before the window).
 func (p *planning) idealCap(n string) int64 {
 	switch {
+	case p.drains(n):
+		return 0
 	case p.member(n).State == Exhausted:
 		return p.room(n)
 	case p.stable(n):

@@ -57,6 +57,11 @@ type Member struct {
 	// keeps what it holds, and the federation guard counts that as
 	// runnable: kubefed keeps it there.
 	Unobserved bool
+	// Draining: an accepted MemberMaintenance names the member. Its
+	// replicas move to the others make before break, as fast as they have
+	// room and their new replicas are Ready (drain.go); what fits nowhere
+	// else stays. A draining member that is Unobserved keeps what it holds.
+	Draining bool
 	// Failing: fedfailover's own probes or reads fail for the member now,
 	// but clusterFailedAfter has not passed yet (State is not Failed).
 	// Only the federation guard reads it: members failing apart (one
@@ -83,6 +88,10 @@ type Input struct {
 	// lets kubefed use (its clusterSelector, with the RSP's
 	// intersectWithClusterSelector); the others are given nothing.
 	Eligible map[string]bool
+	// Assigned is as in ReleaseInput: per member read, the replicas its
+	// workload has now. The break of a drain step waits until every member
+	// read has what Current assigns it; nil: not known, no wait.
+	Assigned map[string]int64
 	// LastChange is when the planner's last change was written (zero: never).
 	LastChange time.Time
 	Now        time.Time
@@ -118,6 +127,13 @@ const (
 	// member is Unconfirmed and keeps what it holds; the constant stays for
 	// the decisions older versions recorded.
 	ReasonMemberUnreachable = "MemberUnreachable"
+	// ReasonDrainMake raises the other members for a member under
+	// maintenance (make), ReasonDrainBreak lowers the member once their
+	// new replicas are Ready (break), ReasonDrainWaitingForRoom: nothing
+	// can move off it now.
+	ReasonDrainMake           = "MaintenanceMakeBeforeBreak"
+	ReasonDrainBreak          = "MaintenanceBreak"
+	ReasonDrainWaitingForRoom = "MaintenanceWaitingForRoom"
 )
 
 // Result is the plan to write to the RSP.
@@ -153,6 +169,10 @@ type Result struct {
 //  4. during make-before-break, shrink the others once the raised replicas run;
 //  5. otherwise step toward the ideal by at most maxStep replicas (failback).
 //
+// A member under maintenance (Draining) is given nothing in the ideal but
+// what fits nowhere else; its replicas leave it only make before break
+// (drain.go): a jump to the ideal never lowers it at once.
+//
 // The ideal placement spreads totalReplicas by baseline weights over members
 // that are not failed, caps exhausted members at running+fits, keeps members
 // that have not been healthy with room for stabilizationWindow at what they
@@ -173,7 +193,7 @@ func Plan(in Input) Result {
 	}
 	switch {
 	case p.failedHoldsReplicas():
-		return p.result(p.ideal, p.total, ReasonMemberFailed)
+		return p.jump(p.ideal, ReasonMemberFailed)
 	case p.now.Before(p.lastChange.Add(p.minInterval)):
 		if p.settled() {
 			return p.keep(p.settledReason())
@@ -183,9 +203,13 @@ func Plan(in Input) Result {
 		if equalPlacement(p.ideal, p.current) {
 			return p.keep(ReasonInsufficientCapacity, time.Time{})
 		}
-		return p.result(p.ideal, p.total, p.deficitReason())
+		return p.jump(p.ideal, p.deficitReason())
+	case p.currentTotal > p.total && p.anyDraining():
+		return p.drainBreak()
 	case p.currentTotal > p.total:
 		return p.shrinkToTotal()
+	case !equalPlacement(p.ideal, p.current) && p.anyDraining():
+		return p.drainStep()
 	case !equalPlacement(p.ideal, p.current):
 		return p.failbackStep()
 	}
@@ -343,6 +367,11 @@ func (p *planning) settledReason() (string, time.Time) {
 	}
 	if !next.IsZero() {
 		return ReasonStabilizing, next
+	}
+	for _, n := range p.names {
+		if p.drains(n) && p.current[n] > 0 {
+			return ReasonDrainWaitingForRoom, time.Time{}
+		}
 	}
 	return ReasonBalanced, time.Time{}
 }

@@ -95,6 +95,10 @@ func ReadinessInputOf(in Input) ReadinessInput {
 			if l := p.limit(n); l != unbounded {
 				m.Room = min(m.Room, l)
 			}
+			if p.drains(n) {
+				// Under maintenance: it takes nothing more.
+				m.Room = min(m.Room, p.current[n])
+			}
 		}
 		m.Room = min(m.Room, p.total)
 		out.Members[n] = m

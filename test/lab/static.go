@@ -283,7 +283,7 @@ func (l *Lab) AttachStaticVolumes(ctx context.Context, cluster string, want int,
 		if err != nil {
 			return false, err
 		}
-		done = seen - len(todo) // attached before this pass; the rest are counted next pass
+		done = seen
 		return seen >= want && len(todo) == 0, nil
 	})
 	return done, err

@@ -111,30 +111,52 @@ type churnStats struct {
 	FirstError    string  `json:"first_error,omitempty"`
 }
 
-// runStream runs op(i) at opAt(start, interval, i) until ctx ends.
-func runStream(ctx context.Context, start time.Time, interval time.Duration, op func(context.Context, int) error) churnStats {
-	var s churnStats
+// runStream starts op(i) at opAt(start, interval, i) until ctx ends, with
+// at most workers operations in flight (an API server's latency must not
+// cap the rate); an operation that has to wait for a worker starts late,
+// and the lag says how late. It returns when every started operation has.
+func runStream(ctx context.Context, start time.Time, interval time.Duration, workers int, op func(context.Context, int) error) churnStats {
+	var (
+		s  churnStats
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
 	if interval <= 0 {
 		return s
 	}
+	slots := make(chan struct{}, max(workers, 1))
 	for i := 0; ; i++ {
 		at := opAt(start, interval, i)
 		if err := sleepCtx(ctx, time.Until(at)); err != nil {
-			return s
+			break
 		}
-		s.MaxLagSeconds = math.Max(s.MaxLagSeconds, round3(time.Since(at).Seconds()))
-		if err := op(ctx, i); err != nil {
-			if ctx.Err() != nil {
-				return s
-			}
-			s.Errors++
-			if s.FirstError == "" {
-				s.FirstError = err.Error()
-			}
-			continue
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
-		s.Done++
+		if ctx.Err() != nil {
+			break
+		}
+		lag := round3(time.Since(at).Seconds())
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := op(ctx, i)
+			mu.Lock()
+			defer mu.Unlock()
+			s.MaxLagSeconds = math.Max(s.MaxLagSeconds, lag)
+			switch {
+			case err == nil:
+				s.Done++
+			case ctx.Err() == nil:
+				s.Errors++
+				if s.FirstError == "" {
+					s.FirstError = err.Error()
+				}
+			}
+		})
 	}
+	wg.Wait()
+	return s
 }
 
 // churnResult is the driver's report.
@@ -153,6 +175,9 @@ func (c *churnResult) maxLagSeconds() float64 {
 	}
 	return math.Max(c.Nodes.MaxLagSeconds, math.Max(c.Pods.MaxLagSeconds, c.Scales.MaxLagSeconds))
 }
+
+// scChurnWorkers bounds the node status and pod operations in flight.
+const scChurnWorkers = 8
 
 // churnTarget is one bulk object of a member.
 type churnTarget struct {
@@ -190,6 +215,12 @@ func (b *scBench) startChurn(ctx context.Context, plan churnPlan) (*scChurn, err
 		nodeLists, podLists = append(nodeLists, nodes), append(podLists, pods)
 	}
 	nodes, pods := interleave(nodeLists), interleave(podLists)
+	if len(nodes) == 0 {
+		plan.NodeInterval = 0
+	}
+	if len(pods) == 0 { // every pod mounts a claim: none is replaced
+		plan.PodInterval = 0
+	}
 	clients := map[string]client.Client{}
 	for _, m := range b.l.Members() {
 		cl, err := b.l.Client(m)
@@ -202,33 +233,38 @@ func (b *scBench) startChurn(ctx context.Context, plan churnPlan) (*scChurn, err
 	cctx, stop := context.WithCancel(ctx)
 	c := &scChurn{stop: stop, start: time.Now(), res: churnResult{Plan: plan}}
 	c.wg.Go(func() {
-		c.res.Nodes = runStream(cctx, c.start, plan.NodeInterval, func(ctx context.Context, i int) error {
+		c.res.Nodes = runStream(cctx, c.start, plan.NodeInterval, scChurnWorkers, func(ctx context.Context, i int) error {
 			t := nodes[i%len(nodes)]
 			return lab.Heartbeat(ctx, clients[t.member], t.node, time.Now())
 		})
 	})
-	gen := 0
 	c.wg.Go(func() {
-		c.res.Pods = runStream(cctx, c.start, plan.PodInterval, func(ctx context.Context, i int) error {
-			t := &pods[i%len(pods)]
-			if i%len(pods) == 0 {
-				gen++
+		// Operation i replaces slot i mod len(pods) for the
+		// (i / len(pods) + 1)-th time: names follow from i, so
+		// operations in flight share no state.
+		workers := min(scChurnWorkers, len(pods))
+		c.res.Pods = runStream(cctx, c.start, plan.PodInterval, workers, func(ctx context.Context, i int) error {
+			t := pods[i%len(pods)]
+			round := i / len(pods)
+			old := t.name
+			if round > 0 {
+				old = fmt.Sprintf("%s-g%d", t.name, round)
 			}
 			cl := clients[t.member]
 			// No kubelet finishes the pod: it is removed at once, as a
 			// kubelet's confirmation would.
-			old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: scBulkNS, Name: t.name}}
-			if err := cl.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+			gone := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: scBulkNS, Name: old}}
+			if err := cl.Delete(ctx, gone, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
-			t.name = fmt.Sprintf("%s-g%d", lab.ScalePodName(t.node, t.j), gen)
-			pod := lab.NewScalePod(scBulkNS, t.name, t.node)
+			pod := lab.NewScalePod(scBulkNS, fmt.Sprintf("%s-g%d", t.name, round+1), t.node)
 			return lab.CreateStaticPod(ctx, cl, pod, lab.StaticPodIP(t.index, i))
 		})
 	})
 	up := map[int]bool{} // RSPs the driver scaled up and not yet back
 	c.wg.Go(func() {
-		c.res.Scales = runStream(cctx, c.start, plan.ScaleInterval, func(ctx context.Context, i int) error {
+		// One at a time: an event lowers what the one before raised.
+		c.res.Scales = runStream(cctx, c.start, plan.ScaleInterval, 1, func(ctx context.Context, i int) error {
 			rsp, raise := (i/2)%b.o.rsps, i%2 == 0
 			total := members
 			if raise {

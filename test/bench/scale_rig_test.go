@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,5 +190,52 @@ func TestScalePlanReadsValidRunsOnly(t *testing.T) {
 		if _, err := readScaleResult(write(name, doc)); err == nil {
 			t.Errorf("%s was read as a run to plan from", name)
 		}
+	}
+}
+
+// Every operation of a stream runs once, in order of its due time, with no
+// more than workers in flight; errors are counted, not fatal.
+func TestRunStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	seen := map[int]int{}
+	inFlight, most := 0, 0
+	const workers, stopAt = 3, 40
+	s := runStream(ctx, time.Now(), time.Millisecond, workers, func(_ context.Context, i int) error {
+		mu.Lock()
+		seen[i]++
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}()
+		if i == stopAt {
+			cancel()
+		}
+		if i == 3 {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	for i := 0; i <= stopAt; i++ {
+		if seen[i] != 1 {
+			t.Errorf("operation %d ran %d times", i, seen[i])
+		}
+	}
+	if most > workers {
+		t.Errorf("%d operations in flight, want at most %d", most, workers)
+	}
+	if s.Errors != 1 || s.FirstError != "boom" || s.Done+s.Errors < stopAt {
+		t.Errorf("stats %+v: want 1 error (boom) and the others done", s)
+	}
+	if off := runStream(context.Background(), time.Now(), 0, workers, func(context.Context, int) error {
+		t.Error("a stream with no interval ran")
+		return nil
+	}); off.Done != 0 {
+		t.Errorf("stream off: %+v", off)
 	}
 }

@@ -19,8 +19,9 @@ import (
 // written). Like that controller it judges a node by when it last saw the
 // node's Lease change, on its own clock, never by the times written in it:
 // once the Lease has not changed for the node monitor grace period, the
-// node's conditions become Unknown (reason NodeStatusUnknown) and it gets
-// the unreachable NoSchedule and NoExecute taints; once the kubelet (kwok)
+// node's conditions become Unknown (reason NodeStatusUnknown), its pods'
+// Ready conditions False, and it gets the unreachable NoSchedule and
+// NoExecute taints; once the kubelet (kwok)
 // reports Ready again, the taints go. The taint-eviction controller, still
 // running, evicts the pods that do not tolerate the NoExecute taint.
 
@@ -189,6 +190,9 @@ func (l *Lab) setUnreachable(ctx context.Context, cl client.Client, node *corev1
 			return ignoreNotFound(err)
 		}
 		l.logf("lab: node %s: lease not renewed for %s, conditions Unknown", node.Name, l.opts.NodeMonitorGracePeriod)
+		if err := markPodsNotReady(ctx, cl, node.Name, now); err != nil {
+			return err
+		}
 	}
 	taints, changed := unreachableTaints(node.Spec.Taints, on, now)
 	if !changed {
@@ -196,6 +200,38 @@ func (l *Lab) setUnreachable(ctx context.Context, cl client.Client, node *corev1
 	}
 	node.Spec.Taints = taints
 	return ignoreNotFound(cl.Update(ctx, node))
+}
+
+// markPodsNotReady sets the Ready condition of the node's pods False, as
+// the node-lifecycle controller does for a node that stopped posting
+// status (the kubelet sets it again when it is back).
+func markPodsNotReady(ctx context.Context, cl client.Client, node string, now metav1.Time) error {
+	var pods corev1.PodList
+	if err := cl.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !podNotReady(&p.Status, now) {
+			continue
+		}
+		if err := cl.Status().Update(ctx, p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("pod %s/%s not ready: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// podNotReady turns a pod's Ready condition False; it says whether it
+// changed.
+func podNotReady(st *corev1.PodStatus, now metav1.Time) bool {
+	for i := range st.Conditions {
+		if c := &st.Conditions[i]; c.Type == corev1.PodReady && c.Status != corev1.ConditionFalse {
+			c.Status, c.LastTransitionTime = corev1.ConditionFalse, now
+			return true
+		}
+	}
+	return false
 }
 
 func ignoreNotFound(err error) error {

@@ -206,6 +206,15 @@ func TestNodeMonitorMarksAStoppedLabNode(t *testing.T) {
 	if err := cl.Create(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
+	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}); err != nil {
+		t.Fatal(err)
+	}
+	onLab, onStatic := NewScalePod("bench", "on-lab", node.Name), NewScalePod("bench", "on-static", statics[0])
+	for i, p := range []*corev1.Pod{onLab, onStatic} {
+		if err := CreateStaticPod(ctx, cl, p, StaticPodIP(1, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	staticBefore := &corev1.Node{}
 	if err := cl.Get(ctx, client.ObjectKey{Name: statics[0]}, staticBefore); err != nil {
 		t.Fatal(err)
@@ -237,6 +246,17 @@ func TestNodeMonitorMarksAStoppedLabNode(t *testing.T) {
 	for _, cond := range n.Status.Conditions {
 		if cond.Status != corev1.ConditionUnknown || cond.Reason != "NodeStatusUnknown" {
 			t.Errorf("%s: %s/%s, want Unknown/NodeStatusUnknown", cond.Type, cond.Status, cond.Reason)
+		}
+	}
+	for p, want := range map[*corev1.Pod]corev1.ConditionStatus{onLab: corev1.ConditionFalse, onStatic: corev1.ConditionTrue} {
+		got := &corev1.Pod{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status != want {
+				t.Errorf("pod %s on %s: Ready %s, want %s", got.Name, got.Spec.NodeName, c.Status, want)
+			}
 		}
 	}
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -237,5 +238,35 @@ func TestRunStream(t *testing.T) {
 		return nil
 	}); off.Done != 0 {
 		t.Errorf("stream off: %+v", off)
+	}
+}
+
+// The printed report of an INVALID run shows INVALID in place of the
+// manager's figures, the reasons, and the rig's own figures.
+func TestReportOfAnInvalidRun(t *testing.T) {
+	var out bytes.Buffer
+	b := &scBench{out: &out, o: scOptions{size: "small"}}
+	rig := &scRigCost{Seconds: 60, Rig: scProcCost{CPUPercent: 87.5}, Bench: scProcCost{CPUPercent: 4.2},
+		MemberMean: scProcCost{CPUPercent: 12.5, RSSMB: 410}}
+	r := &scResult{Members: 2, NodesPerMem: 200, PodsPerNode: 10, PodsTotal: 4000, RSPs: 20, RSSAfterSyncMB: 123, CPUPercent: 1.25,
+		SteadyLab: rig, IdleLab: rig, Churn: &churnResult{Plan: planChurn(churnRates{NodeStatusEvery: 5 * time.Minute, PodPercentPerMin: 1, ScalePerMin: 2}, 400, 4000)},
+		Validity: judgeValidity([]scHealthSample{{Load1: 2.6}}, 1.5, 0, scMaxChurnLag)}
+	if err := b.report(r); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"run INVALID", "load average 2.60 above 1.50", "87.5", "12.50 % / 410 MB",
+		"a status report per bulk node every 5m0s (1.33/s), 1.00 % of pods replaced per minute (0.67/s), 2.0 RSP scale events per minute"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "RSS after sync") && (strings.Contains(line, "123") || !strings.Contains(line, scInvalid)) {
+			t.Errorf("an INVALID run printed the manager's RSS: %q", line)
+		}
+	}
+	if testing.Verbose() {
+		t.Log("\n" + text)
 	}
 }

@@ -219,7 +219,10 @@ func staticPodStatus(pod *corev1.Pod, ip string, now metav1.Time) corev1.PodStat
 			cond(corev1.PodScheduled), cond(corev1.PodInitialized), cond(corev1.ContainersReady), cond(corev1.PodReady),
 		},
 		PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
-		StartTime: &now, QOSClass: corev1.PodQOSBurstable,
+		StartTime: &now, QOSClass: pod.Status.QOSClass, // set by the API server on create, immutable
+	}
+	if st.QOSClass == "" {
+		st.QOSClass = corev1.PodQOSBurstable // requests without limits
 	}
 	for _, c := range pod.Spec.Containers {
 		started := true

@@ -1,7 +1,9 @@
 package lab
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +166,15 @@ func TestStaticPodIPsDiffer(t *testing.T) {
 			t.Fatalf("pod %d reuses %s", k, ip)
 		}
 		seen[ip] = true
+	}
+}
+
+func TestSharedEtcdCannotFailAlone(t *testing.T) {
+	l := &Lab{opts: Options{SharedEtcd: true}}
+	if err := l.StopEtcd("member1"); !errors.Is(err, errSharedEtcd) {
+		t.Errorf("stopping one cluster's etcd in a shared-etcd lab: %v", err)
+	}
+	if err := l.StartEtcd(context.Background(), "member1"); !errors.Is(err, errSharedEtcd) {
+		t.Errorf("starting one cluster's etcd in a shared-etcd lab: %v", err)
 	}
 }

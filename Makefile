@@ -290,7 +290,7 @@ bench-recovery: $(LAB_TOOLS) ## Node recovery, Evidence and NotReady detection s
 SCALE_SIZES ?= goal members
 
 .PHONY: bench-scale
-bench-scale: $(LAB_TOOLS) ## The manager process at federation scale: sync, RSS/heap, idle CPU, API requests, decision latency (SCALE_SIZES).
+bench-scale: $(LAB_TOOLS) ## The manager process at federation scale on the static-bulk rig with churn: sync, RSS/heap, CPU, API requests, decision latency, the rig's own cost; INVALID without headroom (SCALE_SIZES).
 	$(call step,building fedfailover-bench)
 	@go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/fedfailover-bench ./cmd/fedfailover-bench
 	@for size in $(SCALE_SIZES); do \

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -25,34 +26,45 @@ const (
 	scVolumeEvery = 10               // one pod in ten mounts an RWO claim
 	scNodeCPU     = "64"             // room for every RSP's replica on the lab's own nodes
 	scNodePods    = "1000"           // idem
-	scBulkLease   = 40               // kubelet's default node lease, seconds
-	scHeartbeatMs = 300000           // kubelet's default status report once leases carry liveness
 	scGrace       = 50 * time.Second // kube-controller-manager's default node monitor grace period
 )
 
-// Targets (issue 15).
+// Default churn rates: a kubelet's nodeStatusReportFrequency, 1 % of pods
+// replaced per minute, and two RSP scale events per minute (one RSP up by
+// one replica and back).
 const (
+	scNodeStatusEvery  = 5 * time.Minute
+	scPodChurnPercent  = 1.0
+	scScaleEventsPerMn = 2.0
+)
+
+// Targets (issues 15 and 30).
+const (
+	scTargetSyncS      = 60.0
 	scTargetRSSMB      = 300.0
 	scTargetCPUPercent = 2.0
 	scTargetDecisionS  = 1.0
 )
 
 type scOptions struct {
-	size          string
-	members       int
-	nodes         int
-	podsPerNode   int
-	rsps          int
-	kwokPerMember int
-	steady        time.Duration
-	settle        time.Duration
-	powerOffs     int
-	exhaustRSPs   int
-	syncTimeout   time.Duration
-	populateWait  time.Duration
-	notReadyFor   time.Duration
-	profileDir    string
-	dir           string
+	size         string
+	members      int
+	nodes        int
+	podsPerNode  int
+	rsps         int
+	steady       time.Duration
+	memberIdle   time.Duration
+	sharedEtcd   bool
+	churn        churnRates
+	maxLoad      float64
+	settle       time.Duration
+	powerOffs    int
+	exhaustRSPs  int
+	syncTimeout  time.Duration
+	populateWait time.Duration
+	notReadyFor  time.Duration
+	profileDir   string
+	dir          string
 }
 
 // scSizes are the --size shortcuts: members × nodes × pods per node, RSPs.
@@ -67,12 +79,29 @@ func scaleCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scale",
 		Short: "The real manager process at federation scale: sync time, memory, idle CPU, API requests, decision latency",
-		Long: `Starts a lab of --members members, each with --nodes bulk kwok nodes (cordoned,
-spread over --kwok-per-member kwok processes with a 40 s lease and a 5 min
-status heartbeat) and --pods-per-node pods bound to each (one in ten with a
-ReadWriteOnce PV/PVC), a few lab nodes per member with Machines (where the
-federated replicas run and nodes are powered off), --rsps FederatedDeployments
-with RSPs spread over every member, and one FailoverPolicy with both jobs.
+		Long: `Starts a scale lab of --members members (kube-controller-manager without the
+node-lifecycle controller; the lab's node monitor marks its own nodes
+unreachable instead; --shared-etcd: one etcd for every API server), each with
+--nodes static bulk nodes (cordoned, status written once: Ready, no kwok, no
+lease) and --pods-per-node static pods bound to each (status written once:
+Running, Ready; one in ten with a ReadWriteOnce PV/PVC, its VolumeAttachment
+marked attached once), a few lab nodes per member with kwok and Machines
+(where the federated replicas run and nodes are powered off), --rsps
+FederatedDeployments with RSPs spread over every member, and one
+FailoverPolicy with both jobs. Nothing writes to the bulk objects but the
+churn driver.
+
+Before the manager starts, the lab's processes are measured idle over
+--member-idle (CPU and RSS per member, host, shared etcd). During the settle
+and steady windows the churn driver replays a member's traffic at stated
+rates: a status report per bulk node every --node-status-every, --pod-churn
+% of the bulk pods replaced per minute, --scale-events RSP scale events per
+minute.
+
+A run is INVALID (no figures, the reasons instead, in the table and the
+JSON) when in its steady window the 1-minute load average exceeded
+--max-load (default 0.75 per core: 1.5 on 2 cores), a member did not answer
+/readyz within 1 s, or the churn driver fell more than 10 s behind.
 
 Then runs the manager binary (cmd/manager, --leader-elect, metrics on a
 loopback port) as its own process and measures:
@@ -80,7 +109,9 @@ loopback port) as its own process and measures:
                 for every member
   memory        RSS (/proc) and Go heap in use (go_memstats_heap_inuse_bytes)
                 after sync and after the steady window
-  idle CPU      % of one core over --steady (/proc utime+stime)
+  CPU           % of one core over --steady (/proc utime+stime), at the churn
+                rates; next to it the rig's CPU (lab processes + bench)
+                and the load average
   API requests  per second over --steady, reads (GET: get, list, watch
                 starts) and writes, per API server, from the manager's own
                 client-go counter rest_client_requests_total (by host): the
@@ -103,8 +134,8 @@ loopback port) as its own process and measures:
                 delivered (a few ms after the API server wrote it); the node's
                 own lastTransitionTime is not used (whole seconds, truncated:
                 it over-stated the taint latency by up to 1 s)
-Targets: RSS <= 300 MB at 3 x 2,000 x 10; idle CPU <= 2 % of a core; 0 writes at
-steady state; decision p99 <= 1 s. Heap and CPU profiles of the manager are
+Targets: all members connected <= 60 s; RSS <= 300 MB at 3 x 2,000 x 10; CPU at
+the churn rate <= 2 % of a core; 0 writes at steady state; decision p99 <= 1 s. Heap and CPU profiles of the manager are
 saved to --profile-dir and their top entries printed; the manager's log is kept
 there too (<size>-manager.log).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -119,15 +150,20 @@ there too (<size>-manager.log).`,
 	f := cmd.Flags()
 	f.StringVar(&o.size, "size", "small", "goal (3 x 2,000 x 10, 500 RSPs), members (20 x 100 x 10) or small (2 x 50 x 10); other flags override it")
 	f.IntVar(&o.members, "members", 0, "member clusters")
-	f.IntVar(&o.nodes, "nodes", 0, "bulk kwok nodes per member")
-	f.IntVar(&o.podsPerNode, "pods-per-node", 0, "pods bound to each bulk node")
+	f.IntVar(&o.nodes, "nodes", 0, "static bulk nodes per member")
+	f.IntVar(&o.podsPerNode, "pods-per-node", 0, "static pods bound to each bulk node")
 	f.IntVar(&o.rsps, "rsps", 0, "federated Deployments with RSPs")
-	f.IntVar(&o.kwokPerMember, "kwok-per-member", 1, "kwok processes for the bulk nodes of each member")
+	f.BoolVar(&o.sharedEtcd, "shared-etcd", false, "one etcd for every cluster of the lab (an --etcd-prefix per API server)")
+	f.DurationVar(&o.memberIdle, "member-idle", 30*time.Second, "window measuring the idle lab (per-member cost) before the manager starts; 0 skips it")
+	f.DurationVar(&o.churn.NodeStatusEvery, "node-status-every", scNodeStatusEvery, "churn: each bulk node's status report period (the kubelet's nodeStatusReportFrequency); 0 turns it off")
+	f.Float64Var(&o.churn.PodPercentPerMin, "pod-churn", scPodChurnPercent, "churn: % of the bulk pods replaced per minute; 0 turns it off")
+	f.Float64Var(&o.churn.ScalePerMin, "scale-events", scScaleEventsPerMn, "churn: RSP scale events per minute (an RSP up by one replica, the next event back); 0 turns it off")
+	f.Float64Var(&o.maxLoad, "max-load", 0, "a steady window whose 1-minute load average exceeds this is INVALID (default 0.75 per core)")
 	f.DurationVar(&o.steady, "steady", 0, "steady window for CPU and request rates (goal 120s, small 30s)")
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "wait after sync before the steady window")
 	f.IntVar(&o.powerOffs, "power-offs", 0, "lab nodes powered off for the taint latency")
 	f.IntVar(&o.exhaustRSPs, "exhaust-rsps", 0, "RSPs scaled up on the exhausted member for the shift latency")
-	f.DurationVar(&o.populateWait, "populate-wait", 5*time.Minute, "how long to wait for the pods Running after creating them; then the lab is measured as it is")
+	f.DurationVar(&o.populateWait, "populate-wait", 5*time.Minute, "how long to wait for the RSP pods Running and the bulk VolumeAttachments after creating them; then the lab is measured as it is")
 	f.DurationVar(&o.syncTimeout, "sync-timeout", 10*time.Minute, "give up waiting for every member connected after this long")
 	f.DurationVar(&o.notReadyFor, "not-ready-for", 5*time.Second, "the policy's nodeRecovery.notReadyFor")
 	f.StringVar(&o.profileDir, "profile-dir", "bench-scale-profiles", "where the manager's heap and CPU profiles are saved")
@@ -155,9 +191,14 @@ func (o *scOptions) resolve(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("steady") {
 		o.steady = def.steady
 	}
+	if o.maxLoad <= 0 {
+		o.maxLoad = scMaxLoadPerCore * float64(runtime.NumCPU())
+	}
 	switch {
-	case o.members < 1 || o.nodes < 1 || o.podsPerNode < 0 || o.rsps < 1 || o.kwokPerMember < 1:
-		return fmt.Errorf("members, nodes, rsps and kwok-per-member must be positive")
+	case o.members < 1 || o.nodes < 1 || o.podsPerNode < 0 || o.rsps < 1:
+		return fmt.Errorf("members, nodes and rsps must be positive")
+	case o.churn.NodeStatusEvery < 0 || o.churn.PodPercentPerMin < 0 || o.churn.ScalePerMin < 0 || o.memberIdle < 0:
+		return fmt.Errorf("churn rates and --member-idle must not be negative")
 	case o.exhaustRSPs > o.rsps:
 		return fmt.Errorf("--exhaust-rsps %d exceeds --rsps %d", o.exhaustRSPs, o.rsps)
 	case o.steady < 10*time.Second:
@@ -198,11 +239,17 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 	}
 	b := &scBench{out: out, o: o, started: time.Now()}
 	labNodes := labNodesPerMember(o.powerOffs, o.members)
-	b.progress("starting the lab (host + %d members, %d lab nodes each, kubefed)", o.members, labNodes)
+	b.progress("starting the scale lab (host + %d members, %d lab nodes each, kubefed; no node-lifecycle controller; shared etcd: %t)",
+		o.members, labNodes, o.sharedEtcd)
 	var down func() error
 	b.l, down, err = upLab(ctx, o.dir, lab.Options{
 		Members: o.members, Nodes: labNodes,
 		NodeCPU: scNodeCPU, NodePods: scNodePods, NodeMonitorGracePeriod: scGrace,
+		// Static bulk: nothing renews its leases, and the node-lifecycle
+		// controller's monitor of thousands of nodes is the lab's cost,
+		// not the manager's. The lab's node monitor takes over for its
+		// own nodes (the power-offs below).
+		NoNodeLifecycle: true, SharedEtcd: o.sharedEtcd,
 		// Many control planes share the machine's cores while they start.
 		StartTimeout: 3 * time.Minute,
 	}, b.progress)
@@ -212,6 +259,9 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 	defer downWith(&err, down)
 	r := b.newResult()
 	if err := b.populate(ctx, r); err != nil {
+		return err
+	}
+	if err := b.idleLab(ctx, r); err != nil {
 		return err
 	}
 	if err := b.measure(ctx, r); err != nil {

@@ -25,6 +25,8 @@ type scBench struct {
 	started time.Time
 	hostCfg *rest.Config
 	host    client.Client
+	// health are the steady window's health samples.
+	health []scHealthSample
 }
 
 func (b *scBench) progress(format string, args ...any) {
@@ -55,7 +57,7 @@ func (b *scBench) populate(ctx context.Context, r *scResult) (err error) {
 	b.progress("%d federated Deployments with RSPs and the policy created", b.o.rsps)
 
 	start := time.Now()
-	b.progress("adding %d bulk nodes x %d pods (1 in %d with an RWO volume) to each member", b.o.nodes, b.o.podsPerNode, scVolumeEvery)
+	b.progress("adding %d static bulk nodes x %d static pods (1 in %d with an RWO volume) to each member", b.o.nodes, b.o.podsPerNode, scVolumeEvery)
 	var wg sync.WaitGroup
 	errs := make([]error, b.o.members)
 	slots := make(chan struct{}, scFillAtOnce)
@@ -89,21 +91,50 @@ func (b *scBench) populate(ctx context.Context, r *scResult) (err error) {
 			return err
 		}
 		r.BulkPodsNotRunning += left
+		want := r.VolumePods / b.o.members
+		n, err = b.l.AttachStaticVolumes(ctx, m, want, max(time.Until(deadline), time.Second))
+		if err != nil && ctx.Err() != nil {
+			return err
+		}
+		b.progress("  %s: %d of %d bulk VolumeAttachments attached", m, n, want)
+		r.VolumesAttached += n
 	}
-	b.progress("RSP pods Running: %d of %d; bulk pods not Running: %d of %d", r.RSPPodsRunning, b.o.rsps*b.o.members,
-		r.BulkPodsNotRunning, r.PodsTotal)
+	b.progress("RSP pods Running: %d of %d; bulk pods not Running: %d of %d; bulk VolumeAttachments attached: %d of %d",
+		r.RSPPodsRunning, b.o.rsps*b.o.members, r.BulkPodsNotRunning, r.PodsTotal, r.VolumesAttached, r.VolumePods)
+	return nil
+}
+
+// idleLab measures the lab's processes over --member-idle before the
+// manager starts and the churn driver runs: what an idle member costs.
+func (b *scBench) idleLab(ctx context.Context, r *scResult) error {
+	if b.o.memberIdle == 0 {
+		return nil
+	}
+	b.progress("measuring the idle lab for %s (no manager, no churn)", b.o.memberIdle)
+	w, err := b.startProcWindow()
+	if err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, b.o.memberIdle); err != nil {
+		return err
+	}
+	c, err := w.end(b.o.sharedEtcd)
+	if err != nil {
+		return err
+	}
+	r.IdleLab = &c
+	r.IdleLoad1, _ = loadAvg()
+	b.progress("idle lab: per member %.2f%% of a core, %.0f MB RSS (max %.2f%%, %.0f MB); host %.2f%%, %.0f MB; load %.2f",
+		c.MemberMean.CPUPercent, c.MemberMean.RSSMB, c.MemberMax.CPUPercent, c.MemberMax.RSSMB, c.Host.CPUPercent, c.Host.RSSMB, r.IdleLoad1)
 	return nil
 }
 
 func (b *scBench) populateMember(ctx context.Context, m string) error {
-	names, err := b.l.AddScaleNodes(ctx, m, lab.ScaleNodes{
-		Count: b.o.nodes, KwokProcs: b.o.kwokPerMember, LeaseSeconds: scBulkLease,
-		HeartbeatMillis: scHeartbeatMs, Unschedulable: true,
-	})
+	names, err := b.l.AddStaticNodes(ctx, m, b.o.nodes, true)
 	if err != nil {
 		return fmt.Errorf("%s: %w", m, err)
 	}
-	if err := b.l.CreateScalePods(ctx, m, scBulkNS, names, b.o.podsPerNode, scVolumeEvery); err != nil {
+	if err := b.l.CreateStaticPods(ctx, m, scBulkNS, names, b.o.podsPerNode, scVolumeEvery); err != nil {
 		return fmt.Errorf("%s: %w", m, err)
 	}
 	return nil

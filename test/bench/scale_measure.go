@@ -22,18 +22,33 @@ import (
 // scResult is everything the scale benchmark measured, as written to
 // BENCH_JSON.
 type scResult struct {
-	Members       int `json:"members"`
-	NodesPerMem   int `json:"nodes_per_member"`
-	PodsPerNode   int `json:"pods_per_node"`
-	PodsTotal     int `json:"pods_total"`
-	VolumePods    int `json:"pods_with_volumes_total"`
-	RSPs          int `json:"rsps"`
-	KwokPerMember int `json:"kwok_per_member"`
-	// The lab as measured: seconds to create the bulk objects, and how
-	// many pods kwok had not yet started when the measurement began.
+	Members     int `json:"members"`
+	NodesPerMem int `json:"nodes_per_member"`
+	PodsPerNode int `json:"pods_per_node"`
+	PodsTotal   int `json:"pods_total"`
+	VolumePods  int `json:"pods_with_volumes_total"`
+	RSPs        int `json:"rsps"`
+	// The rig: static bulk (always), one etcd for every cluster or not.
+	StaticBulk bool `json:"static_bulk"`
+	SharedEtcd bool `json:"shared_etcd"`
+	// The lab as measured: seconds to create the bulk objects, RSP pods
+	// Running, bulk pods not Running and bulk VolumeAttachments attached
+	// when the measurement began.
 	PopulateSeconds    float64 `json:"populate_seconds"`
 	RSPPodsRunning     int     `json:"rsp_pods_running"`
 	BulkPodsNotRunning int     `json:"bulk_pods_not_running"`
+	VolumesAttached    int     `json:"bulk_volume_attachments_attached"`
+
+	// IdleLab is the lab's cost before the manager started, without churn
+	// (what an idle member costs); IdleLoad1 the load average then.
+	IdleLab   *scRigCost `json:"idle_lab,omitempty"`
+	IdleLoad1 float64    `json:"idle_load_average_1m"`
+	// SteadyLab is the lab's and the bench's cost over the steady window,
+	// churn included; Churn what the churn driver did (from the settle to
+	// the end of the steady window); Validity the verdict on the window.
+	SteadyLab *scRigCost   `json:"steady_lab,omitempty"`
+	Churn     *churnResult `json:"churn,omitempty"`
+	Validity  scValidity   `json:"validity"`
 
 	SyncSeconds      float64 `json:"sync_seconds"`
 	BaseRSSMB        float64 `json:"rss_before_first_member_mb"`
@@ -190,7 +205,7 @@ func mb(bytes float64) float64 { return round1(bytes / (1 << 20)) }
 
 func (b *scBench) newResult() *scResult {
 	r := &scResult{Members: b.o.members, NodesPerMem: b.o.nodes, PodsPerNode: b.o.podsPerNode,
-		PodsTotal: b.o.members * b.o.nodes * b.o.podsPerNode, RSPs: b.o.rsps, KwokPerMember: b.o.kwokPerMember}
+		PodsTotal: b.o.members * b.o.nodes * b.o.podsPerNode, RSPs: b.o.rsps, StaticBulk: true, SharedEtcd: b.o.sharedEtcd}
 	r.VolumePods = (b.o.nodes*b.o.podsPerNode + scVolumeEvery - 1) / scVolumeEvery * b.o.members
 	return r
 }
@@ -248,18 +263,39 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 		return err
 	}
 	r.RSSAfterSyncMB, r.HeapAfterSyncMB = sampleRSS(), mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
-	b.progress("all members connected in %.1fs: RSS %.0f MB, heap %.0f MB; settling %s", r.SyncSeconds, r.RSSAfterSyncMB, r.HeapAfterSyncMB, b.o.settle)
-	if err := sleepCtx(ctx, b.o.settle); err != nil {
+	plan := planChurn(b.o.churn, b.o.members*b.o.nodes, r.PodsTotal)
+	b.progress("all members connected in %.1fs: RSS %.0f MB, heap %.0f MB; churn on (%.2f node status/s, %.2f pods replaced/s, %.3f RSP scale events/s); settling %s",
+		r.SyncSeconds, r.RSSAfterSyncMB, r.HeapAfterSyncMB, plan.NodeStatusPerSecond, plan.PodReplacedPerSec, plan.ScaleEventsPerSec, b.o.settle)
+	churn, err := b.startChurn(ctx, plan)
+	if err != nil {
 		return err
 	}
-	if err := b.steady(ctx, m, r); err != nil {
+	err = sleepCtx(ctx, b.o.settle)
+	if err == nil {
+		err = b.steady(ctx, m, r)
+	}
+	res := churn.finish()
+	r.Churn = &res
+	if err != nil {
 		return err
+	}
+	r.Validity = judgeValidity(b.health, b.o.maxLoad, time.Duration(res.maxLagSeconds()*float64(time.Second)), scMaxChurnLag)
+	b.progress("churn: %d node status reports, %d pods replaced, %d RSP scale events (%d errors; max lag %.1fs)",
+		res.Nodes.Done, res.Pods.Done, res.Scales.Done, res.Nodes.Errors+res.Pods.Errors+res.Scales.Errors, res.maxLagSeconds())
+	if r.Validity.Valid {
+		b.progress("steady window VALID: load at most %.2f (limit %.2f), every probe within %s", r.Validity.MaxLoad1, r.Validity.MaxLoad, scProbeLimit)
+	} else {
+		b.progress("steady window INVALID: %s", strings.Join(r.Validity.Reasons, "; "))
 	}
 	r.RSSAfterSteadyMB = sampleRSS()
 	if text, err = m.scrape(ctx); err == nil {
 		r.HeapAfterSteady = mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
 	}
 	b.saveProfiles(ctx, m, r, "steady")
+	if !r.Validity.Valid {
+		b.progress("skipping the decision latencies: the run is INVALID")
+		return nil
+	}
 	if r.Taint, err = b.powerOffs(ctx); err != nil {
 		return fmt.Errorf("taint latency: %w", err)
 	}
@@ -347,17 +383,34 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 		return s, leases, u.CPU, at, nil
 	}
 	b.progress("steady window: %s", b.o.steady)
+	w, err := b.startProcWindow()
+	if err != nil {
+		return err
+	}
+	health, err := b.startHealth(ctx)
+	if err != nil {
+		return err
+	}
 	s0, l0, c0, t0, err := read(true)
+	if err == nil {
+		err = sleepCtx(ctx, b.o.steady)
+	}
+	var s1 []Series
+	var l1 float64
+	var c1 time.Duration
+	var t1 time.Time
+	if err == nil {
+		s1, l1, c1, t1, err = read(false)
+	}
+	b.health = health.finish()
 	if err != nil {
 		return err
 	}
-	if err := sleepCtx(ctx, b.o.steady); err != nil {
-		return err
-	}
-	s1, l1, c1, t1, err := read(false)
+	rig, err := w.end(b.o.sharedEtcd)
 	if err != nil {
 		return err
 	}
+	r.SteadyLab = &rig
 	r.LoadAvg1, r.LoadAvg5 = loadAvg()
 	secs := t1.Sub(t0).Seconds()
 	r.SteadySeconds = round1(secs)
@@ -383,8 +436,8 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 		}
 	}
 	r.HostOtherWrites = round3(max(hostWrites-(l1-l0), 0) / secs)
-	b.progress("steady: CPU %.2f%% of a core, member writes %.3f/s, host writes %.3f/s (%.3f/s leader election), load %.1f",
-		r.CPUPercent, r.MemberWrites, r.Requests[lab.HostName].Writes, r.HostLeaseWrites, r.LoadAvg1)
+	b.progress("steady: manager CPU %.2f%% of a core, member writes %.3f/s, host writes %.3f/s (%.3f/s leader election); rig CPU %.1f%% of a core, load %.2f",
+		r.CPUPercent, r.MemberWrites, r.Requests[lab.HostName].Writes, r.HostLeaseWrites, r.SteadyLab.Rig.CPUPercent, r.LoadAvg1)
 	return nil
 }
 

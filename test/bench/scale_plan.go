@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -19,16 +20,21 @@ func scalePlanCmd() *cobra.Command {
 the scale benchmark whose members-to-pods ratios differ (e.g. goal and
 members), base being the first run's RSS before any member connected, and
 prints the model, its prediction for --members x --nodes x --pods-per-node
-and how many such members one replica holds within --limit-mb.`,
+and how many such members one replica holds within --limit-mb. Every
+number comes from the runs' JSON (BENCH_JSON): a run marked INVALID, or
+one written before runs were judged, is refused. The manager's CPU at the
+churn rate and the lab's cost per idle member are printed as measured.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var pts [2]CostPoint
+			var runs [2]*scResult
 			base := 0.0
 			for i, path := range args {
 				r, err := readScaleResult(path)
 				if err != nil {
 					return err
 				}
+				runs[i] = r
 				pts[i] = CostPoint{Members: r.Members, Pods: r.PodsTotal, MB: max(r.RSSAfterSyncMB, r.RSSAfterSteadyMB)}
 				if i == 0 {
 					base = r.BaseRSSMB
@@ -47,6 +53,18 @@ and how many such members one replica holds within --limit-mb.`,
 				members, nodes, podsPerNode, pods, m.Predict(members, pods))
 			fmt.Fprintf(out, "computed: members of %d pods per replica within %.0f MB: %d\n",
 				nodes*podsPerNode, limitMB, m.MembersPerReplica(limitMB, nodes*podsPerNode))
+			for i, r := range runs {
+				fmt.Fprintf(out, "measured (%s): manager CPU %.2f %% of a core at the churn rate%s; load average at most %.2f\n",
+					args[i], r.CPUPercent, churnWords(r.Churn), r.Validity.MaxLoad1)
+				if c := r.IdleLab; c != nil {
+					etcd := ""
+					if c.SharedEtcd != nil {
+						etcd = fmt.Sprintf("; shared etcd %.2f %% / %.0f MB", c.SharedEtcd.CPUPercent, c.SharedEtcd.RSSMB)
+					}
+					fmt.Fprintf(out, "measured (%s): an idle member's lab processes %.2f %% of a core, %.0f MB RSS (shared etcd: %t%s)\n",
+						args[i], c.MemberMean.CPUPercent, c.MemberMean.RSSMB, r.SharedEtcd, etcd)
+				}
+			}
 			return nil
 		},
 	}
@@ -63,14 +81,32 @@ func readScaleResult(path string) (*scResult, error) {
 		return nil, err
 	}
 	var doc struct {
-		Benchmark string   `json:"benchmark"`
-		Result    scResult `json:"result"`
+		Benchmark      string   `json:"benchmark"`
+		Valid          *bool    `json:"valid"`
+		InvalidReasons []string `json:"invalid_reasons"`
+		Result         scResult `json:"result"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if doc.Benchmark != "scale" {
+	switch {
+	case doc.Benchmark != "scale":
 		return nil, fmt.Errorf("%s: benchmark %q, want scale", path, doc.Benchmark)
+	case doc.Valid == nil:
+		return nil, fmt.Errorf("%s: a run from before runs were judged valid or not; run the scale benchmark again", path)
+	case !*doc.Valid:
+		return nil, fmt.Errorf("%s: an INVALID run (%s) has no figures to plan from", path, strings.Join(doc.InvalidReasons, "; "))
+	case doc.Result.RSSAfterSyncMB <= 0 || doc.Result.BaseRSSMB <= 0:
+		return nil, fmt.Errorf("%s: no RSS measured", path)
 	}
 	return &doc.Result, nil
+}
+
+// churnWords states the churn rates a run was measured at.
+func churnWords(c *churnResult) string {
+	if c == nil {
+		return " (no churn)"
+	}
+	return fmt.Sprintf(" (a status report per node every %.0fs, %.2f %% of pods replaced per minute, %.1f RSP scale events per minute)",
+		c.Plan.Rates.NodeStatusEverySeconds, c.Plan.Rates.PodPercentPerMin, c.Plan.Rates.ScalePerMin)
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 
@@ -30,12 +32,16 @@ func scSeconds(l *scLatency, p func(*scLatency) *float64) string {
 // scTargets evaluates the targets. RSS applies at the goal size
 // (3 x 2,000 x 10) or larger only.
 func scTargets(r *scResult) map[string]string {
+	if !r.Validity.Valid {
+		return map[string]string{"sync": scInvalid, "rss": scInvalid, "cpu": scInvalid, "member_writes": scInvalid, "host_writes": scInvalid, "taint": scInvalid, "shift": scInvalid}
+	}
 	goalSized := r.PodsTotal >= 60000
 	decided := func(l *scLatency) bool {
 		return l != nil && len(l.Samples) > 0 && l.Missing == 0 && l.P99 != nil && *l.P99 <= scTargetDecisionS
 	}
 	rss := math.Max(r.RSSAfterSyncMB, r.RSSAfterSteadyMB)
 	return map[string]string{
+		"sync":          scVerdict(true, r.SyncSeconds <= scTargetSyncS),
 		"rss":           scVerdict(goalSized, rss <= scTargetRSSMB),
 		"cpu":           scVerdict(true, r.CPUPercent <= scTargetCPUPercent),
 		"member_writes": scVerdict(true, r.MemberWrites == 0),
@@ -45,32 +51,74 @@ func scTargets(r *scResult) map[string]string {
 	}
 }
 
+// scInvalid stands in for every figure of a run without headroom.
+const scInvalid = "INVALID"
+
 func (b *scBench) report(r *scResult) error {
 	t := scTargets(r)
 	out := b.out
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "scale benchmark: %d members x %d nodes x %d pods (%d pods, %d with RWO volumes), %d RSPs, %d kwok per member; the manager binary as its own process\n",
-		r.Members, r.NodesPerMem, r.PodsPerNode, r.PodsTotal, r.VolumePods, r.RSPs, r.KwokPerMember)
-	fmt.Fprintf(out, "lab: bulk objects created in %.0fs; when the manager started, %d of %d RSP pods Running and %d bulk pods not yet Running\n",
-		r.PopulateSeconds, r.RSPPodsRunning, r.RSPs*r.Members, r.BulkPodsNotRunning)
-	rows := [][]string{
-		{"sync all members from start (s)", Seconds(r.SyncSeconds), "-", "-", "-"},
-		{"RSS after sync (MB)", fmt.Sprintf("%.0f", r.RSSAfterSyncMB), "-", "<= 300 at 3x2000x10", t["rss"]},
-		{"RSS after steady window (MB)", fmt.Sprintf("%.0f", r.RSSAfterSteadyMB), "-", "<= 300 at 3x2000x10", t["rss"]},
-		{"Go heap in use after sync / steady (MB)", fmt.Sprintf("%.0f / %.0f", r.HeapAfterSyncMB, r.HeapAfterSteady), "-", "-", "-"},
-		{"RSS before the first member (MB)", fmt.Sprintf("%.0f", r.BaseRSSMB), "-", "-", "-"},
-		{fmt.Sprintf("idle CPU over %.0fs (%% of one core)", r.SteadySeconds), fmt.Sprintf("%.2f", r.CPUPercent), "-", "<= 2", t["cpu"]},
-		{"writes/s to members (steady)", fmt.Sprintf("%.3f", r.MemberWrites), "-", "0", t["member_writes"]},
-		{"writes/s to host without leader election (steady)", fmt.Sprintf("%.3f", r.HostOtherWrites), "-", "0", t["host_writes"]},
-		{"loss rule true (first seen not Ready + notReadyFor, or evidence) -> taint (s)", scSeconds(r.Taint, func(l *scLatency) *float64 { return l.P50 }),
-			scSeconds(r.Taint, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["taint"]},
-		{"exhaustion rule true (Unschedulable transition + capacityExhaustedAfter) -> RSP shift (s)", scSeconds(r.Shift, func(l *scLatency) *float64 { return l.P50 }),
-			scSeconds(r.Shift, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["shift"]},
+	fmt.Fprintf(out, "scale benchmark: %d members x %d nodes x %d pods (%d pods, %d with RWO volumes), %d RSPs; static bulk, no node-lifecycle controller, shared etcd: %t; the manager binary as its own process\n",
+		r.Members, r.NodesPerMem, r.PodsPerNode, r.PodsTotal, r.VolumePods, r.RSPs, r.SharedEtcd)
+	fmt.Fprintf(out, "lab: bulk objects created in %.0fs; when the manager started, %d of %d RSP pods Running, %d bulk pods not Running, %d of %d bulk VolumeAttachments attached\n",
+		r.PopulateSeconds, r.RSPPodsRunning, r.RSPs*r.Members, r.BulkPodsNotRunning, r.VolumesAttached, r.VolumePods)
+	if c := r.Churn; c != nil {
+		fmt.Fprintf(out, "churn (settle + steady, %.0fs): a status report per bulk node every %s (%.2f/s), %.2f %% of pods replaced per minute (%.2f/s), %.1f RSP scale events per minute; done %d / %d / %d, errors %d / %d / %d, max lag %.1fs\n",
+			c.Seconds, c.Plan.Rates.NodeStatusEvery, c.Plan.NodeStatusPerSecond, c.Plan.Rates.PodPercentPerMin, c.Plan.PodReplacedPerSec, c.Plan.Rates.ScalePerMin,
+			c.Nodes.Done, c.Pods.Done, c.Scales.Done, c.Nodes.Errors, c.Pods.Errors, c.Scales.Errors, c.maxLagSeconds())
+		for _, e := range []string{c.Nodes.FirstError, c.Pods.FirstError, c.Scales.FirstError} {
+			if e != "" {
+				fmt.Fprintf(out, "  churn error: %s\n", e)
+			}
+		}
 	}
+	// A figure is shown only from a window with headroom.
+	fig := func(format string, v ...any) string {
+		if !r.Validity.Valid {
+			return scInvalid
+		}
+		return fmt.Sprintf(format, v...)
+	}
+	lat := func(l *scLatency, p func(*scLatency) *float64) string {
+		if !r.Validity.Valid {
+			return scInvalid
+		}
+		return scSeconds(l, p)
+	}
+	rows := [][]string{
+		{"sync all members from start (s)", fig("%s", Seconds(r.SyncSeconds)), "-", "<= 60", t["sync"]},
+		{"RSS after sync (MB)", fig("%.0f", r.RSSAfterSyncMB), "-", "<= 300 at 3x2000x10", t["rss"]},
+		{"RSS after steady window (MB)", fig("%.0f", r.RSSAfterSteadyMB), "-", "<= 300 at 3x2000x10", t["rss"]},
+		{"Go heap in use after sync / steady (MB)", fig("%.0f / %.0f", r.HeapAfterSyncMB, r.HeapAfterSteady), "-", "-", "-"},
+		{"RSS before the first member (MB)", fmt.Sprintf("%.0f", r.BaseRSSMB), "-", "-", "-"},
+		{fmt.Sprintf("manager CPU at the churn rate over %.0fs (%% of one core)", r.SteadySeconds), fig("%.2f", r.CPUPercent), "-", "<= 2", t["cpu"]},
+		{"writes/s to members (steady)", fig("%.3f", r.MemberWrites), "-", "0", t["member_writes"]},
+		{"writes/s to host without leader election (steady)", fig("%.3f", r.HostOtherWrites), "-", "0", t["host_writes"]},
+		{"loss rule true (first seen not Ready + notReadyFor, or evidence) -> taint (s)", lat(r.Taint, func(l *scLatency) *float64 { return l.P50 }),
+			lat(r.Taint, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["taint"]},
+		{"exhaustion rule true (Unschedulable transition + capacityExhaustedAfter) -> RSP shift (s)", lat(r.Shift, func(l *scLatency) *float64 { return l.P50 }),
+			lat(r.Shift, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["shift"]},
+	}
+	rows = append(rows, scRigRows(r)...)
 	if err := Table(out, []string{"FIGURE", "VALUE (P50)", "P99", "TARGET", "RESULT"}, rows); err != nil {
 		return err
 	}
+	if r.Validity.Valid {
+		fmt.Fprintf(out, "run VALID: load average at most %.2f (limit %.2f) and every member answered /readyz within %s in %d samples\n",
+			r.Validity.MaxLoad1, r.Validity.MaxLoad, scProbeLimit, r.Validity.Samples)
+	} else {
+		fmt.Fprintln(out, "run INVALID (the steady window had no headroom; the manager's figures are not reported):")
+		for _, why := range r.Validity.Reasons {
+			fmt.Fprintf(out, "  - %s\n", why)
+		}
+	}
+	if err := scLabCostTable(out, r); err != nil {
+		return err
+	}
 	fmt.Fprintln(out)
+	if !r.Validity.Valid {
+		return b.writeJSON(r, t)
+	}
 	names := make([]string, 0, len(r.Requests))
 	for n := range r.Requests {
 		names = append(names, n)
@@ -96,6 +144,103 @@ func (b *scBench) report(r *scResult) error {
 		len(r.Taint.Samples), missing(r.Taint), len(r.Shift.Samples), missing(r.Shift))
 	fmt.Fprintf(out, "  taint: %s\n  shift: %s\n", scTaintBasis, scShiftBasis)
 	fmt.Fprintf(out, "machine load average at the end of the steady window: %.2f (1 min), %.2f (5 min); peak RSS %.0f MB\n", r.LoadAvg1, r.LoadAvg5, r.PeakRSSMB)
-	return WriteJSON(out, map[string]any{"benchmark": "scale", "size": b.o.size, "result": r, "targets": t,
-		"target_values": map[string]any{"rss_mb": scTargetRSSMB, "cpu_percent": scTargetCPUPercent, "writes_per_second": 0, "decision_p99_seconds": scTargetDecisionS}})
+	return b.writeJSON(r, t)
+}
+
+func (b *scBench) writeJSON(r *scResult, t map[string]string) error {
+	res, err := scJSONResult(r)
+	if err != nil {
+		return err
+	}
+	return WriteJSON(b.out, map[string]any{"benchmark": "scale", "size": b.o.size, "valid": r.Validity.Valid, "invalid_reasons": r.Validity.Reasons,
+		"result": res, "targets": t,
+		"target_values": map[string]any{"rss_mb": scTargetRSSMB, "cpu_percent": scTargetCPUPercent, "writes_per_second": 0, "decision_p99_seconds": scTargetDecisionS, "sync_seconds": scTargetSyncS,
+			"max_load_average_1m": r.Validity.MaxLoad, "probe_limit_seconds": scProbeLimit.Seconds(), "max_churn_lag_seconds": scMaxChurnLag.Seconds()}})
+}
+
+// scManagerFigures are the result's keys that hold the manager's figures:
+// an INVALID run's JSON leaves them out (absent, not zero: a zero would
+// read as a figure).
+var scManagerFigures = []string{
+	"sync_seconds", "rss_after_sync_mb", "heap_inuse_after_sync_mb", "rss_after_steady_mb", "heap_inuse_after_steady_mb",
+	"peak_rss_mb", "idle_cpu_percent_of_one_core", "requests_per_second", "host_lease_writes_per_second",
+	"member_writes_per_second", "host_writes_without_leader_election_per_second", "evidence_to_taint", "exhaustion_to_rsp_shift",
+}
+
+// scJSONResult is the result as written to BENCH_JSON; an INVALID run's
+// carries the lab's and the rig's figures and the reasons only.
+func scJSONResult(r *scResult) (any, error) {
+	if r.Validity.Valid {
+		return r, nil
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	for _, k := range scManagerFigures {
+		delete(m, k)
+	}
+	return m, nil
+}
+
+// scRigRows are the rig's own figures, next to the manager's.
+func scRigRows(r *scResult) [][]string {
+	rows := [][]string{{"machine load average, max over the steady window (1 min)", fmt.Sprintf("%.2f", r.Validity.MaxLoad1), "-",
+		fmt.Sprintf("<= %.2f", r.Validity.MaxLoad), validWord(r.Validity.MaxLoad1 <= r.Validity.MaxLoad && r.Validity.Samples > 0)}}
+	if l := r.SteadyLab; l != nil {
+		rows = append(rows,
+			[]string{"rig CPU over the steady window: lab processes + bench (% of one core)", fmt.Sprintf("%.1f", l.Rig.CPUPercent), "-", "-", "-"},
+			[]string{"  of which the bench process (churn driver, watches)", fmt.Sprintf("%.1f", l.Bench.CPUPercent), "-", "-", "-"})
+	}
+	return rows
+}
+
+func validWord(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return scInvalid
+}
+
+// scLabCostTable prints what the lab cost idle (before the manager) and
+// over the steady window, per part.
+func scLabCostTable(out io.Writer, r *scResult) error {
+	if r.IdleLab == nil && r.SteadyLab == nil {
+		return nil
+	}
+	fmt.Fprintln(out, "\nlab processes (/proc; CPU % of one core over the window, RSS at its end):")
+	cell := func(c *scRigCost, pick func(*scRigCost) *scProcCost) string {
+		if c == nil {
+			return "-"
+		}
+		p := pick(c)
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f %% / %.0f MB", p.CPUPercent, p.RSSMB)
+	}
+	parts := []struct {
+		name string
+		pick func(*scRigCost) *scProcCost
+	}{
+		{"one member, mean", func(c *scRigCost) *scProcCost { return &c.MemberMean }},
+		{"one member, max", func(c *scRigCost) *scProcCost { return &c.MemberMax }},
+		{"host (kubefed included)", func(c *scRigCost) *scProcCost { return &c.Host }},
+		{"shared etcd", func(c *scRigCost) *scProcCost { return c.SharedEtcd }},
+		{"bench process", func(c *scRigCost) *scProcCost { return &c.Bench }},
+		{"all (rig)", func(c *scRigCost) *scProcCost { return &c.Rig }},
+	}
+	var rows [][]string
+	for _, p := range parts {
+		rows = append(rows, []string{p.name, cell(r.IdleLab, p.pick), cell(r.SteadyLab, p.pick)})
+	}
+	idle := "IDLE (no manager, no churn)"
+	if r.IdleLab != nil {
+		idle = fmt.Sprintf("IDLE %.0fs (no manager, no churn; load %.2f)", r.IdleLab.Seconds, r.IdleLoad1)
+	}
+	return Table(out, []string{"PART", idle, "STEADY (manager + churn)"}, rows)
 }

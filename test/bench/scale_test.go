@@ -21,10 +21,10 @@ func TestLabNodesPerMemberKeepsOneOn(t *testing.T) {
 }
 
 func TestScaleTargets(t *testing.T) {
-	r := &scResult{PodsTotal: 60000, RSSAfterSyncMB: 250, RSSAfterSteadyMB: 310, CPUPercent: 1.5,
-		Taint: latency([]float64{0.2, 0.9}, 0), Shift: latency([]float64{0.5}, 1)}
+	r := &scResult{PodsTotal: 60000, RSSAfterSyncMB: 250, RSSAfterSteadyMB: 310, CPUPercent: 1.5, SyncSeconds: 61,
+		Taint: latency([]float64{0.2, 0.9}, 0), Shift: latency([]float64{0.5}, 1), Validity: scValidity{Valid: true}}
 	got := scTargets(r)
-	want := map[string]string{"rss": "MISS", "cpu": "PASS", "member_writes": "PASS", "host_writes": "PASS", "taint": "PASS", "shift": "MISS"}
+	want := map[string]string{"sync": "MISS", "rss": "MISS", "cpu": "PASS", "member_writes": "PASS", "host_writes": "PASS", "taint": "PASS", "shift": "MISS"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s: %s, want %s (a missing decision is a miss; RSS counts its worst reading)", k, got[k], v)
@@ -48,7 +48,7 @@ func TestLatencyWithoutSamplesIsNull(t *testing.T) {
 	if want := `"p50_seconds":null,"p99_seconds":null`; !strings.Contains(string(b), want) {
 		t.Errorf("JSON %s, want %s", b, want)
 	}
-	if got := scTargets(&scResult{Taint: latency(nil, 10)})["taint"]; got != "MISS" {
+	if got := scTargets(&scResult{Taint: latency(nil, 10), Validity: scValidity{Valid: true}})["taint"]; got != "MISS" {
 		t.Errorf("taint without samples: %s, want MISS", got)
 	}
 	b, _ = json.Marshal(latency([]float64{0.25, 0.5}, 0))

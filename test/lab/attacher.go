@@ -23,7 +23,8 @@ var attacherFinalizer = "external-attacher/" + strings.ReplaceAll(CSIDriverName,
 const controllerPeriod = 500 * time.Millisecond
 
 // startControllers runs the lab's own controllers (CSI attacher per member,
-// Machine node-health mirroring) until Down.
+// Machine node-health mirroring, the node monitor without the
+// node-lifecycle controller) until Down.
 func (l *Lab) startControllers() {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.bgCancel = cancel
@@ -54,9 +55,18 @@ func (l *Lab) controllersOnce(ctx context.Context) error {
 		return err
 	}
 	var firstErr error
+	monitor := l.opts.NoNodeLifecycle && time.Since(l.lastMonitor) >= monitorPeriod
+	if monitor {
+		l.lastMonitor = time.Now()
+	}
 	for _, c := range st.Clusters[1:] {
 		if err := l.attachOnce(ctx, st, c); err != nil && firstErr == nil {
 			firstErr = err
+		}
+		if monitor {
+			if err := l.monitorNodesOnce(ctx, st, c); err != nil && firstErr == nil {
+				firstErr = err
+			}
 		}
 	}
 	if err := l.syncMachines(ctx, st); err != nil && firstErr == nil {

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"time"
 )
@@ -59,10 +60,22 @@ func AuditLogPath(c *ClusterState) string { return filepath.Join(c.Dir, "logs", 
 
 // StopEtcd SIGKILLs a cluster's etcd: its API server stays up but can
 // neither read nor write, as when a member's datastore fails.
-func (l *Lab) StopEtcd(cluster string) error { return l.killComponent(cluster, CompEtcd) }
+// A lab whose clusters share one etcd (SharedEtcd) refuses: one member's
+// datastore cannot fail alone there.
+func (l *Lab) StopEtcd(cluster string) error {
+	if l.opts.SharedEtcd {
+		return errSharedEtcd
+	}
+	return l.killComponent(cluster, CompEtcd)
+}
+
+var errSharedEtcd = errors.New("the lab's clusters share one etcd (SharedEtcd): one cluster's etcd cannot be stopped alone")
 
 // StartEtcd starts a stopped etcd again on its data and waits until healthy.
 func (l *Lab) StartEtcd(ctx context.Context, cluster string) error {
+	if l.opts.SharedEtcd {
+		return errSharedEtcd
+	}
 	c, err := l.clusterState(cluster)
 	if err != nil {
 		return err

@@ -46,6 +46,7 @@ func (l *Lab) apiserverProc(c *ClusterState) *Proc {
 		Log: filepath.Join(c.Dir, "logs", "kube-apiserver.log"),
 		Args: []string{
 			fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", c.EtcdPort),
+			"--etcd-prefix=" + etcdPrefix(l.opts.SharedEtcd, c.Name),
 			"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(c.APIPort),
 			"--tls-cert-file=" + f(fileServingCert), "--tls-private-key-file=" + f(fileServingKey),
@@ -72,6 +73,26 @@ func (l *Lab) apiserverProc(c *ClusterState) *Proc {
 	return p
 }
 
+// etcdPrefix is where a cluster's API server keeps its objects: the
+// default /registry, or a prefix of its own when clusters share one etcd.
+func etcdPrefix(shared bool, cluster string) string {
+	if shared {
+		return "/lab-" + cluster
+	}
+	return "/registry"
+}
+
+// kcmControllers is kube-controller-manager's --controllers: all of them,
+// or (NoNodeLifecycle) all but the node-lifecycle controller. The
+// taint-eviction controller stays: it evicts the pods of a node the lab's
+// node monitor taints unreachable, as with the real controller.
+func kcmControllers(noNodeLifecycle bool) string {
+	if noNodeLifecycle {
+		return "--controllers=*,-node-lifecycle-controller"
+	}
+	return "--controllers=*"
+}
+
 func (l *Lab) kcmProc(c *ClusterState) *Proc {
 	f := func(name string) string { return filepath.Join(c.Dir, name) }
 	return &Proc{
@@ -83,7 +104,7 @@ func (l *Lab) kcmProc(c *ClusterState) *Proc {
 			"--authorization-kubeconfig=" + c.Kubeconfig,
 			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.KCMPort),
 			"--leader-elect=false",
-			"--controllers=*",
+			kcmControllers(l.opts.NoNodeLifecycle),
 			// Fills service-account token Secrets (kubefedctl join needs them).
 			"--service-account-private-key-file=" + f(fileSAKey),
 			"--root-ca-file=" + f(fileCA),
@@ -127,8 +148,11 @@ func (l *Lab) launch(ctx context.Context, p *Proc, check func(context.Context) e
 }
 
 func (l *Lab) startControlPlane(ctx context.Context, st *State, c *ClusterState) error {
-	if err := l.launch(ctx, l.etcdProc(c), etcdHealthy(c.EtcdPort)); err != nil {
-		return err
+	// A shared etcd is started once, before every control plane (bringUp).
+	if !l.opts.SharedEtcd {
+		if err := l.launch(ctx, l.etcdProc(c), etcdHealthy(c.EtcdPort)); err != nil {
+			return err
+		}
 	}
 	if err := l.startAPIServer(ctx, c); err != nil {
 		return err

@@ -69,6 +69,18 @@ type Options struct {
 	// its cluster's logs/audit.log (AuditLogPath): what a checker that must
 	// not trust the operator under test reads.
 	AuditLog bool `json:"auditLog,omitempty"`
+	// NoNodeLifecycle runs kube-controller-manager without its
+	// node-lifecycle controller (scale labs: that controller's node
+	// monitor is the lab's largest steady cost with thousands of nodes).
+	// The lab's own node monitor (nodemonitor.go) then marks its own
+	// nodes unreachable when their kwok stops renewing the lease, as that
+	// controller would; static bulk nodes (AddStaticNodes) need it, since
+	// nothing renews their leases. The default lab keeps the real
+	// controller.
+	NoNodeLifecycle bool `json:"noNodeLifecycle,omitempty"`
+	// SharedEtcd runs one etcd (the host's) for every cluster of the lab;
+	// each API server keeps its objects under its own --etcd-prefix.
+	SharedEtcd bool `json:"sharedEtcd,omitempty"`
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any) `json:"-"`
 }
@@ -155,6 +167,10 @@ type Lab struct {
 
 	mu      sync.Mutex
 	clients map[string]client.Client
+	// leases are the node monitor's sightings (NoNodeLifecycle), by
+	// <cluster>/<node>.
+	leases      map[string]leaseSighting
+	lastMonitor time.Time
 
 	bgCancel context.CancelFunc
 	bgDone   sync.WaitGroup
@@ -353,6 +369,10 @@ func (l *Lab) plan() (*State, error) {
 				return nil, err
 			}
 		}
+		if o.SharedEtcd && i > 0 {
+			// Every API server talks to the host's etcd (its own prefix).
+			c.EtcdPort, c.EtcdPeerPort = st.Clusters[0].EtcdPort, st.Clusters[0].EtcdPeerPort
+		}
 		if c.Role == RoleMember {
 			for j := 1; j <= o.Nodes; j++ {
 				c.Nodes = append(c.Nodes, NodeState{
@@ -411,6 +431,12 @@ func (l *Lab) plan() (*State, error) {
 
 // bringUp starts all components and configures the federation.
 func (l *Lab) bringUp(ctx context.Context, st *State) error {
+	if l.opts.SharedEtcd {
+		host := st.Clusters[0]
+		if err := l.launch(ctx, l.etcdProc(host), etcdHealthy(host.EtcdPort)); err != nil {
+			return err
+		}
+	}
 	// Control planes start in parallel: they are independent.
 	planes := st.Clusters
 	if st.Management != nil {

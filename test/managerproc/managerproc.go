@@ -145,6 +145,10 @@ const clockTicks = 100
 // Sample reads the manager's resident memory and CPU time from /proc.
 func (p *Process) Sample() (Usage, error) { return sample(p.PID()) }
 
+// SamplePID reads any process's resident memory and CPU time from /proc
+// (the scale benchmark's lab processes).
+func SamplePID(pid int) (Usage, error) { return sample(pid) }
+
 func sample(pid int) (Usage, error) {
 	var u Usage
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

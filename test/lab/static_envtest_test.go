@@ -1,0 +1,298 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// envtestMember starts one real API server and returns a Lab handle whose
+// member1 is it (its state recorded in a temporary folder, the client
+// injected). The member's API server record points at this test process,
+// so the lab's controllers see it running.
+func envtestMember(t *testing.T, o Options) (*Lab, client.Client) {
+	t.Helper()
+	env := &envtest.Environment{BinaryAssetsDirectory: DefaultBinDir(), ControlPlaneStartTimeout: 90 * time.Second}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	cl, err := client.New(cfg, client.Options{Scheme: Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	o.Members, o.NodeCPU, o.NodeMemory, o.NodePods = 1, "4", "16Gi", "110"
+	member := &ClusterState{Name: "member1", Role: RoleMember, Index: 1, Dir: dir,
+		Nodes: []NodeState{{Name: "member1-node-1", Zone: "member1-zone-a"}}}
+	st := &State{Dir: dir, Options: o, Clusters: []*ClusterState{{Name: HostName, Role: RoleHost, Dir: dir}, member},
+		Procs: []*Proc{{Component: CompAPIServer, Cluster: "member1", PID: os.Getpid()}}}
+	if err := withStateLock(dir, func() error { return writeState(dir, st) }); err != nil {
+		t.Fatal(err)
+	}
+	l := &Lab{Dir: dir, opts: o, logf: t.Logf, clients: map[string]client.Client{"member1": cl}}
+	return l, cl
+}
+
+func TestStaticBulkNeedsNoNodeLifecycle(t *testing.T) {
+	l := &Lab{opts: Options{}}
+	if _, err := l.AddStaticNodes(context.Background(), "member1", 1, true); !errors.Is(err, errNeedsNoNodeLifecycle) {
+		t.Errorf("static nodes on a lab with the node-lifecycle controller: %v", err)
+	}
+	if err := l.CreateStaticPods(context.Background(), "member1", "bench", []string{"n"}, 1, 0); !errors.Is(err, errNeedsNoNodeLifecycle) {
+		t.Errorf("static pods on a lab with the node-lifecycle controller: %v", err)
+	}
+}
+
+// Static bulk objects are written once: Ready nodes, Running and Ready
+// pods, created again without a write; a status report moves only the
+// heartbeat.
+func TestStaticBulkIsWrittenOnce(t *testing.T) {
+	l, cl := envtestMember(t, Options{NoNodeLifecycle: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	names, err := l.AddStaticNodes(ctx, "member1", 3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := map[string]string{}
+	for _, name := range names {
+		n := &corev1.Node{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			t.Fatal(err)
+		}
+		if NodeReadyStatus(n) != corev1.ConditionTrue || !n.Spec.Unschedulable || n.Labels[FailureDomainLabel] != StaticDomain ||
+			n.Status.Allocatable.Cpu().String() != "4" {
+			t.Errorf("node %s: Ready %s, unschedulable %t, domain %q, allocatable cpu %s", name, NodeReadyStatus(n),
+				n.Spec.Unschedulable, n.Labels[FailureDomainLabel], n.Status.Allocatable.Cpu())
+		}
+		rv[name] = n.ResourceVersion
+	}
+	if _, err := l.AddStaticNodes(ctx, "member1", 3, true); err != nil {
+		t.Fatalf("adding the same static nodes again: %v", err)
+	}
+	for _, name := range names {
+		n := &corev1.Node{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			t.Fatal(err)
+		}
+		if n.ResourceVersion != rv[name] {
+			t.Errorf("node %s written again (resourceVersion %s -> %s)", name, rv[name], n.ResourceVersion)
+		}
+	}
+
+	if err := l.CreateStaticPods(ctx, "member1", "bench", names, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CreateStaticPods(ctx, "member1", "bench", names, 2, 3); err != nil {
+		t.Fatalf("creating the same static pods again: %v", err)
+	}
+	var pods corev1.PodList
+	if err := cl.List(ctx, &pods, client.InNamespace("bench")); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 6 {
+		t.Fatalf("%d pods, want 6", len(pods.Items))
+	}
+	claims := 0
+	for _, p := range pods.Items {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		}
+		if p.Status.Phase != corev1.PodRunning || !ready || p.Spec.NodeName == "" || p.Status.PodIP == "" {
+			t.Errorf("pod %s: phase %s, ready %t, node %q, IP %q", p.Name, p.Status.Phase, ready, p.Spec.NodeName, p.Status.PodIP)
+		}
+		if len(p.Spec.Volumes) > 0 {
+			claims++
+		}
+	}
+	if claims != 2 {
+		t.Errorf("%d pods with a claim, want 2 (pods 0 and 3 of 6)", claims)
+	}
+
+	// kube-controller-manager's attach-detach controller creates the
+	// VolumeAttachments; the bench attaches those of static nodes once.
+	va := func(name, pv, node string) *storagev1.VolumeAttachment {
+		return &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.VolumeAttachmentSpec{
+			Attacher: CSIDriverName, NodeName: node, Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To(pv)}}}
+	}
+	for _, v := range []*storagev1.VolumeAttachment{va("va-0", "pv-a", names[0]), va("va-1", "pv-b", names[1]), va("va-lab", "pv-c", "member1-node-1")} {
+		if err := cl.Create(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	attached, err := l.AttachStaticVolumes(ctx, "member1", 2, 30*time.Second)
+	if err != nil || attached != 2 {
+		t.Errorf("attached %d, %v; want the 2 of static nodes", attached, err)
+	}
+	for name, want := range map[string]bool{"va-0": true, "va-1": true, "va-lab": false} {
+		v := &storagev1.VolumeAttachment{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: name}, v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Status.Attached != want || hasString(v.Finalizers, attacherFinalizer) != want {
+			t.Errorf("%s: attached %t, finalizers %v; want attached %t (the lab's attacher handles lab nodes)", name, v.Status.Attached, v.Finalizers, want)
+		}
+	}
+
+	before := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: names[0]}, before); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(time.Hour).Truncate(time.Second)
+	if err := Heartbeat(ctx, cl, names[0], at); err != nil {
+		t.Fatal(err)
+	}
+	after := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: names[0]}, after); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Status.Conditions) != len(before.Status.Conditions) {
+		t.Fatalf("conditions %d -> %d", len(before.Status.Conditions), len(after.Status.Conditions))
+	}
+	for i, c := range after.Status.Conditions {
+		b := before.Status.Conditions[i]
+		if !c.LastHeartbeatTime.Time.Equal(at) || c.Status != b.Status || !c.LastTransitionTime.Equal(&b.LastTransitionTime) || c.Reason != b.Reason {
+			t.Errorf("%s after a status report: %+v, before %+v; want only the heartbeat moved to %s", c.Type, c, b, at)
+		}
+	}
+}
+
+// The node monitor marks a lab node whose Lease stopped unreachable as the
+// node-lifecycle controller does, clears the taints when the node is back,
+// and never touches a static node.
+func TestNodeMonitorMarksAStoppedLabNode(t *testing.T) {
+	const grace = 2 * time.Second
+	l, cl := envtestMember(t, Options{NoNodeLifecycle: true, NodeMonitorGracePeriod: grace})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := l.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.Cluster("member1")
+	statics, err := l.AddStaticNodes(ctx, "member1", 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lab node as kwok registers it: Ready, with a Lease.
+	node := l.nodeObject(c, c.Nodes[0])
+	status := staticNodeStatus(node.Status, "192.168.1.1", metav1.Now())
+	node.Status = corev1.NodeStatus{}
+	if err := cl.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status = status
+	if err := cl.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: corev1.NamespaceNodeLease}}); err != nil {
+		t.Fatal(err)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: node.Name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node.Name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+	if err := cl.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}); err != nil {
+		t.Fatal(err)
+	}
+	onLab, onStatic := NewScalePod("bench", "on-lab", node.Name), NewScalePod("bench", "on-static", statics[0])
+	for i, p := range []*corev1.Pod{onLab, onStatic} {
+		if err := CreateStaticPod(ctx, cl, p, StaticPodIP(1, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	staticBefore := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: statics[0]}, staticBefore); err != nil {
+		t.Fatal(err)
+	}
+
+	// The Lease is not renewed: within the grace period plus a few passes
+	// the node is Unknown and tainted.
+	start := time.Now()
+	err = pollUntil(ctx, grace+20*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := l.monitorNodesOnce(ctx, st, c); err != nil {
+			return false, err
+		}
+		n := &corev1.Node{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: node.Name}, n); err != nil {
+			return false, err
+		}
+		return NodeReadyStatus(n) == corev1.ConditionUnknown && hasUnreachableTaints(n.Spec.Taints), nil
+	})
+	if err != nil {
+		t.Fatalf("the stopped node was not marked unreachable: %v", err)
+	}
+	if took := time.Since(start); took < grace {
+		t.Errorf("marked after %s, before the grace period %s", took, grace)
+	}
+	n := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: node.Name}, n); err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Status != corev1.ConditionUnknown || cond.Reason != "NodeStatusUnknown" {
+			t.Errorf("%s: %s/%s, want Unknown/NodeStatusUnknown", cond.Type, cond.Status, cond.Reason)
+		}
+	}
+	for p, want := range map[*corev1.Pod]corev1.ConditionStatus{onLab: corev1.ConditionFalse, onStatic: corev1.ConditionTrue} {
+		got := &corev1.Pod{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status != want {
+				t.Errorf("pod %s on %s: Ready %s, want %s", got.Name, got.Spec.NodeName, c.Status, want)
+			}
+		}
+	}
+
+	// The kubelet is back: the Lease is renewed and the node reports Ready.
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if err := cl.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	n.Status = staticNodeStatus(n.Status, "192.168.1.1", metav1.Now())
+	if err := cl.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	err = pollUntil(ctx, 20*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		if err := l.monitorNodesOnce(ctx, st, c); err != nil {
+			return false, err
+		}
+		n := &corev1.Node{}
+		if err := cl.Get(ctx, client.ObjectKey{Name: node.Name}, n); err != nil {
+			return false, err
+		}
+		for _, tt := range n.Spec.Taints {
+			if tt.Key == UnreachableTaint {
+				return false, nil
+			}
+		}
+		return NodeReadyStatus(n) == corev1.ConditionTrue, nil
+	})
+	if err != nil {
+		t.Fatalf("the node back was not untainted: %v", err)
+	}
+
+	staticAfter := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: statics[0]}, staticAfter); err != nil {
+		t.Fatal(err)
+	}
+	if staticAfter.ResourceVersion != staticBefore.ResourceVersion {
+		t.Errorf("the node monitor wrote to static node %s", statics[0])
+	}
+}

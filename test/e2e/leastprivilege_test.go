@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
@@ -78,13 +80,16 @@ func joinLeastPrivilege(t *testing.T, cli, cluster string) {
 		// Back to kubefed's token for the next tests, whatever happened.
 		ctx := context.Background()
 		host := theLab.MustClient(lab.HostName)
-		kfc := &kubefedv1beta1.KubeFedCluster{}
-		if err := host.Get(ctx, client.ObjectKey{Namespace: lab.KubefedNS, Name: cluster}, kfc); err == nil {
-			patch := client.MergeFrom(kfc.DeepCopy())
-			delete(kfc.Annotations, contract.AnnotationCredentialsSecret)
-			if err := host.Patch(ctx, kfc, patch); err != nil {
-				t.Errorf("removing the annotation of %s: %v", cluster, err)
-			}
+		// The lab's scheme has no kubefed types: a raw merge patch, whose
+		// failure fails the test (a silent one left later tests without
+		// a member).
+		kfc := &unstructured.Unstructured{}
+		kfc.SetGroupVersionKind(kubefedv1beta1.SchemeGroupVersion.WithKind("KubeFedCluster"))
+		kfc.SetNamespace(lab.KubefedNS)
+		kfc.SetName(cluster)
+		unannotate := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, contract.AnnotationCredentialsSecret)
+		if err := host.Patch(ctx, kfc, client.RawPatch(types.MergePatchType, []byte(unannotate))); err != nil {
+			t.Errorf("removing the annotation of %s: %v", cluster, err)
 		}
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: lab.KubefedNS, Name: cluster + "-fedfailover"}}
 		if err := host.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {

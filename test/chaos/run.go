@@ -92,7 +92,7 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 		chk.violations = append(chk.violations, Violation{Invariant: I4, Time: time.Now(), Message: convErr.Error()})
 	}
 	res.Timeline, res.Violations, res.Destructive, res.Writes = timeline, chk.Violations(), chk.Acts, chk.Writes
-	if err := c.controlPlaneFaults(ctx, res); err != nil {
+	if err := c.controlPlaneFaults(res); err != nil {
 		return nil, err
 	}
 	res.Seconds = time.Since(start).Seconds()

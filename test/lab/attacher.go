@@ -72,27 +72,44 @@ func (l *Lab) controllersOnce(ctx context.Context) error {
 	if err := l.syncMachines(ctx, st); err != nil && firstErr == nil {
 		firstErr = err
 	}
-	if err := l.superviseKubefed(st); err != nil && firstErr == nil {
+	if err := l.superviseExited(st); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	return firstErr
 }
 
-// superviseKubefed starts the kubefed controller-manager again when it has
-// exited, as the kubelet restarts its crashed pod on a real host: kubefed
-// exits on purpose when it cannot renew its leader lock in time, which a
-// slow API server on a loaded machine can cause. Without this the lab would
-// silently lose federation for every later test. The restart is logged with
-// the last lines of the old process's log.
-func (l *Lab) superviseKubefed(st *State) error {
-	p := st.Proc(HostName + "/" + CompKubefedCM)
-	if p == nil || procState(p.PID) != ProcGone {
-		return nil
+// superviseExited starts again, as the kubelet restarts a crashed static
+// pod or systemd a crashed unit on a real host, the control-plane processes
+// that exit on purpose and that no fault stops:
+//   - the kubefed controller-manager exits when it cannot renew its leader
+//     lock in time, which a slow API server on a loaded machine can cause;
+//   - a member's kube-scheduler exits (klog.FlushAndExit) when its cache
+//     finds a pod bound to another node than it assumed, which a binding
+//     racing an API server restart can cause ("Scheduler cache is
+//     corrupted"); its kube-controller-manager likewise on fatal errors.
+//
+// Without this the lab would silently lose federation or scheduling for
+// every later test. The restart is logged with the old process's last
+// lines. Members' API servers and etcds are not restarted: faults stop
+// them on purpose.
+func (l *Lab) superviseExited(st *State) error {
+	keys := []string{HostName + "/" + CompKubefedCM}
+	for _, c := range st.Clusters[1:] {
+		keys = append(keys, c.Name+"/"+CompScheduler, c.Name+"/"+CompKCM)
 	}
-	l.logf("lab: %s (pid %d) exited (%s); restarting it. Its last lines:\n%s", p.Key(), p.PID, exitReason(p.Log), logTail(p.Log, 8))
-	// No readiness wait: the attacher shares this loop and must not stall.
-	_, err := l.restartProc(context.Background(), p.Key(), nil)
-	return err
+	var firstErr error
+	for _, key := range keys {
+		p := st.Proc(key)
+		if p == nil || procState(p.PID) != ProcGone {
+			continue
+		}
+		l.logf("lab: %s (pid %d) exited (%s); restarting it. Its last lines:\n%s", p.Key(), p.PID, exitReason(p.Log), logTail(p.Log, 8))
+		// No readiness wait: the attacher shares this loop and must not stall.
+		if _, err := l.restartProc(context.Background(), p.Key(), nil); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
 }
 
 // NodeAlive reports whether the node's kwok process runs (not killed, not

@@ -110,6 +110,11 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 		}
 		return 0, r.track(ctx, v, n, p)
 	case p.Step == stepRemediate:
+		if r.dryRun(v) {
+			key = transitionDryRunRemediate
+			r.wouldRemediate(ctx, v, n, p)
+			return 0, nil
+		}
 		return r.remediate(ctx, v, n, p)
 	case p.Phase == v1alpha1.RecoveryPhaseSuspended:
 		key = transitionSuspended

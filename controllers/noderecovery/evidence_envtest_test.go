@@ -88,7 +88,11 @@ func newEvidenceEnv() (*evidenceEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	hostEnv, err := testenv.Environment(crds...)
+	fence, err := paths.FenceAgentCRDDir() // remediation_envtest_test.go
+	if err != nil {
+		return nil, err
+	}
+	hostEnv, err := testenv.Environment(append(crds, fence)...)
 	if err != nil {
 		return nil, err
 	}

@@ -158,12 +158,12 @@ func describeRemediationError(kind string, err error) string {
 
 // remediationDecision is the remediation's decision for the node (pure).
 func remediationDecision(in planInput) remediation.Decision {
-	ri := remediation.Input{Now: in.Now, Observed: in.Remediation.observed}
+	ri := remediation.Input{Now: in.Now, Observed: in.Remediation.observed, LossSince: in.Sighting.lossAt}
 	if in.Policy != nil {
 		ri.Policy = in.Policy.Remediation
 	}
 	if in.Record != nil {
-		ri.Recorded, ri.RecordCreated = in.Record.Status.Remediation, in.Record.CreationTimestamp.Time
+		ri.Recorded = in.Record.Status.Remediation
 	}
 	if ri.Policy == nil && ri.Recorded == nil {
 		return remediation.Decision{}
@@ -218,24 +218,14 @@ func decideRemediation(in planInput, p *plan) bool {
 // remediate requests the node's remediation, or records the one found for
 // it, after the live check that this replica holds the member and that the
 // Node is the same and still not Ready (a member that cannot be reached
-// fails it: no remediation is requested then). Pause was applied before
-// (apply); dry run only reports.
+// fails it: no remediation is requested then). Pause and dry run were
+// applied before (apply).
 func (r *Reconciler) remediate(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	rec, pol := p.record, remediationPolicy(v)
 	if rec == nil || pol == nil {
 		return 0, fmt.Errorf("no NodeRecovery record or remediation policy for node %s", n.Name)
 	}
 	kind := pol.Template.RemediationKind()
-	if r.dryRun(v) {
-		p.Message = "dry run: nothing written; " + p.Message
-		if r.store.changed(v.cluster, n.Name, transitionDryRunRemediate) {
-			metrics.NodeRemediations.WithLabelValues(v.cluster, metrics.RemediationDryRun).Inc()
-			r.report(ctx, v, n, corev1.EventTypeNormal, ReasonWouldRemediate, "Remediate",
-				fmt.Sprintf("dry run: would request a %s from template %s/%s for a node lost without fencing evidence", kind,
-					pol.Template.Namespace, pol.Template.Name))
-		}
-		return 0, nil
-	}
 	if err := r.confirmStillLost(ctx, v, n); err != nil {
 		var np *errNotProvenLive
 		if errors.As(err, &np) {
@@ -307,6 +297,20 @@ func (r *Reconciler) remediate(ctx context.Context, v *memberView, n *corev1.Nod
 	return remediation.Timeout(pol), nil
 }
 
+// wouldRemediate reports, once per loss, what a policy in dry run would
+// request: nothing is written.
+func (r *Reconciler) wouldRemediate(ctx context.Context, v *memberView, n *corev1.Node, p *plan) {
+	p.Message = "dry run: nothing written; " + p.Message
+	pol := remediationPolicy(v)
+	if pol == nil || !r.store.changed(v.cluster, n.Name, transitionDryRunRemediate) {
+		return
+	}
+	metrics.NodeRemediations.WithLabelValues(v.cluster, metrics.RemediationDryRun).Inc()
+	r.report(ctx, v, n, corev1.EventTypeNormal, ReasonWouldRemediate, "Remediate",
+		fmt.Sprintf("dry run: would request a %s from template %s/%s for a node lost without fencing evidence",
+			pol.Template.RemediationKind(), pol.Template.Namespace, pol.Template.Name))
+}
+
 // adoptRemediation records an object found for the node as the loss's
 // remediation: never a second one for the same node.
 func (r *Reconciler) adoptRemediation(ctx context.Context, v *memberView, n *corev1.Node, p *plan, o remediation.Observed, pol *v1alpha1.RemediationSpec) error {
@@ -341,7 +345,7 @@ func (r *Reconciler) liveRemediationProof(ctx context.Context, v *memberView, li
 	if view.observed == nil {
 		return ""
 	}
-	in := planInput{Record: rec, Remediation: view, Now: r.now()}
+	in := planInput{Record: rec, Remediation: view, Sighting: p.sighting, Now: r.now()}
 	if v.policy != nil {
 		in.Policy = v.policy.Spec.NodeRecovery
 	}

@@ -33,7 +33,7 @@ type Observed struct {
 	APIVersion, Kind, Namespace, Name string
 	UID                               string
 	// Created is the object's creationTimestamp (the host API server's
-	// clock, as the record's own creationTimestamp).
+	// clock, in whole seconds).
 	Created time.Time
 	// Ours: the object's controller owner is this loss's NodeRecovery record.
 	Ours bool
@@ -107,10 +107,12 @@ type Input struct {
 	Policy *v1alpha1.RemediationSpec
 	// Recorded is what the loss's record says was requested; nil: nothing.
 	Recorded *v1alpha1.RemediationRecord
-	// RecordCreated is the record's creationTimestamp (host API server's
-	// clock): another party's object created before it may be left from an
-	// earlier loss, so its success does not count for this one.
-	RecordCreated time.Time
+	// LossSince is when this process first saw the loss (its own clock,
+	// the host's, as the external fence mark on a Machine is compared):
+	// another party's object created before it may be left from an earlier
+	// loss, so its success does not count for this one. Zero (not seen by
+	// this process yet, e.g. after a restart): it does not count.
+	LossSince time.Time
 	// Observed is the recorded object, read now (nil: not found, or another
 	// object under its name); without a record, an object found for this
 	// node (ours under the record's name, or another party's), if any.
@@ -206,8 +208,8 @@ func notThisLoss(in Input, o Observed) string {
 		return ""
 	case !o.Tied:
 		return "it is named only after the node, and a node of that name may be in another member: its success is no evidence here"
-	case in.RecordCreated.IsZero() || o.Created.Before(in.RecordCreated):
-		return "it was created before this loss was recorded (it may be left from an earlier one): its success is no evidence here"
+	case in.LossSince.IsZero() || o.Created.Before(in.LossSince.Truncate(time.Second)):
+		return "it was created before fedfailover saw this loss begin (it may be left from an earlier one): its success is no evidence here"
 	}
 	return ""
 }

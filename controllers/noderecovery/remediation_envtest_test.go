@@ -420,3 +420,37 @@ func TestRemediationNodeBackBeforeSuccess(t *testing.T) {
 		t.Fatalf("record %+v", rec.Status)
 	}
 }
+
+// TestRemediationSuccessReadLiveBeforeTheTaint: the pass decides on the
+// remediation's success, and the remediation is deleted right before the
+// act's live re-check: the re-check reads it gone, and nothing is tainted.
+// A record or a cached success never stands in for the live read.
+func TestRemediationSuccessReadLiveBeforeTheTaint(t *testing.T) {
+	e := startEvidenceEnv(t)
+	w := e.remediationWorld(t, "rem-live", "")
+	w.lose()
+	u := w.requested()
+	w.passes(1, time.Second) // the request's own live Node read is behind us
+	w.report(u, "True", "PoweredOff")
+	w.members.mu.Lock()
+	w.members.beforeLiveNode = func(string) {
+		must(t, e.host.Delete(context.Background(), u.DeepCopy()))
+	}
+	w.members.mu.Unlock()
+	w.passUntil("the act refused", func() error {
+		if rec := w.record(w.k.node.Name); rec.Status.Phase != v1alpha1.RecoveryPhaseBlocked {
+			return fmt.Errorf("phase %s: %s", rec.Status.Phase, rec.Status.Message)
+		}
+		return nil
+	})
+	w.passes(3, 5*time.Second)
+	if n := w.k.live(t); tainted(n) {
+		t.Fatal("tainted on a remediation success that was gone at the live re-check")
+	}
+	if rec := w.record(w.k.node.Name); rec.Status.IntentAt != nil || rec.Status.Phase != v1alpha1.RecoveryPhaseBlocked {
+		t.Fatalf("record %+v, want Blocked with no intent", rec.Status)
+	}
+	if n := len(w.remediations()); n != 0 {
+		t.Fatalf("%d remediations: a second one was requested for the same loss", n)
+	}
+}

@@ -22,7 +22,6 @@ import (
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
-	"github.com/fedfailover/fedfailover/internal/nodecond"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
 	"github.com/fedfailover/fedfailover/internal/remediation"
 )
@@ -64,17 +63,16 @@ func remediationPolicy(v *memberView) *v1alpha1.RemediationSpec {
 	return v.policy.Spec.NodeRecovery.Remediation
 }
 
-// readRemediations reads, for every node with an active record whose loss
-// may involve a remediation, its remediation object from the host's API
-// server (live: a handful of lost nodes, never every node).
+// readRemediations reads, for every node whose active record names a
+// remediation, that object from the host's API server: one GET per node
+// being remediated, never one per lost node (a storm opens a record for
+// each). Another party's object for a node is looked for only when a
+// remediation is about to be requested (remediate).
 func (r *Reconciler) readRemediations(ctx context.Context, v *memberView) {
 	v.remediations = map[string]remediationView{}
 	for _, n := range v.nodes {
 		rec := v.records[n.Name]
-		if rec == nil || rec.Spec.NodeUID != string(n.UID) {
-			continue
-		}
-		if rec.Status.Remediation == nil && (remediationPolicy(v) == nil || nodecond.IsReady(n)) {
+		if rec == nil || rec.Spec.NodeUID != string(n.UID) || rec.Status.Remediation == nil {
 			continue
 		}
 		v.remediations[n.Name] = r.findRemediation(ctx, v, n, rec)
@@ -267,7 +265,7 @@ func (r *Reconciler) remediate(ctx context.Context, v *memberView, n *corev1.Nod
 	obj, err := remediation.Stamp(tmpl, rec.Name, target, owner)
 	if err != nil {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseBlocked, "no remediation requested: "+err.Error()
-		return remediationRecheck, nil
+		return remediationRecheck, nil //nolint:nilerr // a template that cannot be stamped is the node's state, not a failed pass
 	}
 	if err := r.host.Create(ctx, obj); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -338,8 +336,8 @@ func (r *Reconciler) adoptRemediation(ctx context.Context, v *memberView, n *cor
 // destructive write: its success counts only as read now.
 func (r *Reconciler) liveRemediationProof(ctx context.Context, v *memberView, live *corev1.Node, p *plan) string {
 	rec := p.record
-	if rec == nil || live == nil || (rec.Status.Remediation == nil && remediationPolicy(v) == nil) {
-		return ""
+	if rec == nil || live == nil || rec.Status.Remediation == nil {
+		return "" // only a recorded remediation can be this loss's proof
 	}
 	view := r.findRemediation(ctx, v, live, rec)
 	if view.observed == nil {

@@ -329,7 +329,7 @@ func TestRemediationNotRequestedWhilePausedOrInDryRun(t *testing.T) {
 		w.passUntil("the policy change seen", func() error {
 			v, err := w.r.load(context.Background(), w.cluster)
 			if err != nil || v.policy == nil || !seen(&v.policy.Spec) {
-				return fmt.Errorf("not yet (%v)", err)
+				return fmt.Errorf("not yet (%w)", err)
 			}
 			return nil
 		})

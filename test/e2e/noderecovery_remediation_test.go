@@ -147,11 +147,16 @@ func TestNodeRecoveryRemediationPartitionFenced(t *testing.T) {
 		t.Fatalf("tainted, but the fence agent never powered %s off: %+v", node, agent.Actions())
 	}
 	off := agent.Actions()[i].At
+	if !tainted.After(off) {
+		t.Fatalf("taint seen at %s, before the agent powered %s off at %s", tainted.Format(time.RFC3339Nano), node, off.Format(time.RFC3339Nano))
+	}
 	rec, _, err := nodeRecords(ctx, cluster, node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec == nil || rec.Status.Evidence != "RemediationSucceeded" || rec.Status.IntentAt == nil || rec.Status.IntentAt.Time.Before(off) ||
+	// The intent is recorded in whole seconds (same clock: the agent and the
+	// manager run in this process).
+	if rec == nil || rec.Status.Evidence != "RemediationSucceeded" || rec.Status.IntentAt == nil || rec.Status.IntentAt.Time.Before(off.Truncate(time.Second)) ||
 		rec.Status.Remediation == nil || rec.Status.Remediation.Result != v1alpha1.RemediationSucceeded {
 		t.Fatalf("powered off at %s; record %s: want evidence RemediationSucceeded, the intent after the power-off", off.Format(time.RFC3339Nano), describeRecord(rec))
 	}

@@ -454,3 +454,29 @@ func TestRemediationSuccessReadLiveBeforeTheTaint(t *testing.T) {
 		t.Fatalf("%d remediations: a second one was requested for the same loss", n)
 	}
 }
+
+// TestRemediationNotRequestedWhileTheMemberCannotBeRead: the member's API
+// server cannot be read live (its cache still answers): the live check
+// before the request fails, and no remediation is requested until the
+// member answers again.
+func TestRemediationNotRequestedWhileTheMemberCannotBeRead(t *testing.T) {
+	e := startEvidenceEnv(t)
+	w := e.remediationWorld(t, "rem-unreachable", "")
+	w.members.mu.Lock()
+	w.members.liveErr = fmt.Errorf("dial tcp: connect: connection refused")
+	w.members.mu.Unlock()
+	w.lose()
+	for range 3 {
+		w.advance(5 * time.Second)
+		if err := w.pass(); err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Fatalf("pass: %v, want the live read's error", err)
+		}
+	}
+	if n := len(w.remediations()); n != 0 {
+		t.Fatalf("%d remediations while the member cannot be read, want none", n)
+	}
+	w.members.mu.Lock()
+	w.members.liveErr = nil
+	w.members.mu.Unlock()
+	w.requested()
+}

@@ -210,7 +210,7 @@ test-unit: $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl $(BIN)/helm $(OPS_TO
 
 # Packages whose tests need the local federation (build tag e2e). They run one
 # package at a time: two federations on two cores would make timings noisy.
-E2E_PKGS := ./test/e2e/... ./test/members/lab/... ./test/sharding/...
+E2E_PKGS := ./test/e2e/... ./test/members/lab/... ./test/sharding/... ./test/managementlab/...
 # E2E_RUN narrows the run, e.g. `make test-e2e E2E_RUN=TestRebalance`.
 E2E_RUN ?= .
 

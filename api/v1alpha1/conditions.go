@@ -5,8 +5,8 @@ package v1alpha1
 const (
 	// ConditionReady is True when the policy is valid and enforced; False,
 	// with the reason of what stops it, while a selector is invalid, no
-	// member is selected, a storm suspends recovery or a lost node waits
-	// for fencing evidence.
+	// member is selected, a storm suspends recovery, a lost node waits
+	// for fencing evidence or a member refuses a request of fedfailover's.
 	ConditionReady = "Ready"
 	// ConditionMembersConnected is True when every selected member is connected.
 	ConditionMembersConnected = "MembersConnected"
@@ -37,9 +37,10 @@ const (
 	ConditionOverlapping = "Overlapping"
 	// ConditionMachineEvidenceUnavailable is True while, for some selected
 	// member, a Cluster API Cluster may be the member's but cannot be shown
-	// to be (its reason says why, the message names the member): no Machine
-	// evidence is used for that member's nodes. Reported only by policies
-	// with node recovery enabled.
+	// to be, or the member's management cluster cannot be read (its reason
+	// says why, the message names the member): no Machine evidence is used
+	// for that member's nodes. Reported only by policies with node recovery
+	// enabled.
 	ConditionMachineEvidenceUnavailable = "MachineEvidenceUnavailable"
 	// ConditionFailoverReady (N+1 readiness) is True while, for every
 	// managed ReplicaSchedulingPreference and every member, the other
@@ -49,6 +50,22 @@ const (
 	// or an RSP is held. An estimate from capacity.Fit (requests against
 	// allocatable). Reported only by policies with rebalancing enabled.
 	ConditionFailoverReady = "FailoverReady"
+	// ConditionMemberPermissionDenied is True while a selected member
+	// refuses (403) requests fedfailover makes with its credentials there;
+	// the message names each member and each refused permission (verb,
+	// resource, namespace). What needs the permission fails until it is
+	// granted (docs/members.md, least-privilege mode).
+	ConditionMemberPermissionDenied = "MemberPermissionDenied"
+)
+
+// Reasons of the MemberPermissionDenied condition.
+const (
+	// ReasonMemberPermissionDenied: True; the message names the members
+	// and what each refused.
+	ReasonMemberPermissionDenied = "MemberPermissionDenied"
+	// ReasonNoPermissionDenied: False; no selected member refuses a
+	// request of fedfailover's.
+	ReasonNoPermissionDenied = "NoPermissionDenied"
 )
 
 // Reasons of the FailoverReady condition.
@@ -82,6 +99,13 @@ const (
 	ReasonCAPIClusterNotFound = "CAPIClusterNotFound"
 	// ReasonCAPIClusterAnnotationInvalid: the annotation is malformed.
 	ReasonCAPIClusterAnnotationInvalid = "CAPIClusterAnnotationInvalid"
+	// ReasonManagementClusterUnavailable: the member's KubeFedCluster names
+	// a management cluster (annotation
+	// failover.fedfailover.io/capi-management-cluster) whose Cluster API
+	// objects cannot be read now: the annotation or its Secret is invalid,
+	// the cluster does not answer, or its credentials or permissions fail.
+	// No Machine evidence is used for the member meanwhile: never a fence.
+	ReasonManagementClusterUnavailable = "ManagementClusterUnavailable"
 	// ReasonCAPIClustersResolved: False; every selected member has one
 	// verified Cluster, or none at all (or the host has no Cluster API).
 	ReasonCAPIClustersResolved = "CAPIClustersResolved"

@@ -98,7 +98,9 @@ type NodeRecoveryRecordStatus struct {
 	// +optional
 	Method RecoveryMethod `json:"method,omitempty"`
 	// TaintPreexisting is true when the node already had an out-of-service
-	// taint before fedfailover acted: that taint is never removed by it.
+	// taint before fedfailover acted, or when fedfailover's own patch was not
+	// what added it (another remediator's taint may appear between the
+	// intent and the patch): that taint is never removed by it.
 	// +optional
 	TaintPreexisting bool `json:"taintPreexisting,omitempty"`
 	// LostTaint is what fedfailover decided, with the intent, about its own

@@ -40,7 +40,7 @@ func testCompletion(t *testing.T, h *host) {
 		want      []string
 		directive string
 	}{
-		{"subcommands", []string{""}, []string{"explain", "help", "plan", "status", "version"}, ":4"},
+		{"subcommands", []string{""}, []string{"explain", "help", "member-rbac", "plan", "status", "version"}, ":4"},
 		{"subcommand prefix", []string{"pl"}, []string{"plan"}, ":4"},
 		{"flags", []string{"status", "--w"}, []string{"--watch"}, ":4"},
 		{"output formats", []string{"status", "-o", ""}, []string{"wide", "json", "yaml", "kyaml", "name",

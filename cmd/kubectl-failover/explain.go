@@ -21,6 +21,7 @@ func newExplainCommand(root *rootOptions) *cobra.Command {
 
 func newExplainNodeCommand(root *rootOptions) *cobra.Command {
 	printFlags := cli.NewPrintFlags()
+	var managementContext string
 	cmd := &cobra.Command{
 		Use:   "node CLUSTER/NODE",
 		Short: "Why a member node was or was not recovered",
@@ -37,14 +38,18 @@ func newExplainNodeCommand(root *rootOptions) *cobra.Command {
 			if !ok || cluster == "" || node == "" || strings.Contains(node, "/") {
 				return fmt.Errorf("want CLUSTER/NODE (a KubeFedCluster name and a node name), got %q", args[0])
 			}
-			return explainNode(cmd, root, output, cluster, node)
+			return explainNode(cmd, root, output, cluster, node, managementContext)
 		},
 	}
 	printFlags.AddFlags(cmd)
+	cmd.Flags().StringVar(&managementContext, "management-context", "",
+		"Context of your kubeconfig for the Cluster API management cluster of a member whose KubeFedCluster names one "+
+			"(annotation failover.fedfailover.io/capi-management-cluster): the node's Machine is read there.")
+	_ = cmd.RegisterFlagCompletionFunc("management-context", root.completeContexts)
 	return cmd
 }
 
-func explainNode(cmd *cobra.Command, root *rootOptions, output *cli.Output, cluster, node string) error {
+func explainNode(cmd *cobra.Command, root *rootOptions, output *cli.Output, cluster, node, managementContext string) error {
 	ctx := cmd.Context()
 	s, err := root.gather(ctx, cmd)
 	if err != nil {
@@ -54,11 +59,17 @@ func explainNode(cmd *cobra.Command, root *rootOptions, output *cli.Output, clus
 	if err != nil {
 		return err
 	}
-	m, note, err := cli.FindMachine(ctx, c, s, cluster, node)
+	src := cli.MachineSource{Host: c, ManagementContext: managementContext}
+	if managementContext != "" {
+		if src.Management, err = root.contextReader(managementContext); err != nil {
+			return err
+		}
+	}
+	m, where, note, err := cli.FindMachine(ctx, src, s, cluster, node)
 	if err != nil {
 		return err
 	}
-	e, err := cli.BuildExplanation(s, cluster, node, m, note)
+	e, err := cli.BuildExplanation(s, cluster, node, m, where, note)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ func newRootCommand(streams genericiooptions.IOStreams, flags *genericclioptions
 	cmd.PersistentFlags().StringVar(&o.kubefedNamespace, "kubefed-namespace", cli.DefaultKubefedNamespace,
 		"Namespace of the KubeFedCluster objects in the host cluster.")
 	_ = cmd.RegisterFlagCompletionFunc("context", o.completeContexts)
-	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o), newVersionCommand())
+	cmd.AddCommand(newStatusCommand(o), newExplainCommand(o), newPlanCommand(o), newMemberRBACCommand(o), newVersionCommand())
 	return cmd
 }
 
@@ -105,6 +105,29 @@ func (o *rootOptions) reader() (client.Client, error) {
 		return nil, fmt.Errorf("connecting to the host cluster %s: %w", cfg.Host, err)
 	}
 	o.client = c
+	return c, nil
+}
+
+// contextReader connects to another cluster of the user's kubeconfig (the
+// same files as the host's, --kubeconfig or KUBECONFIG), by context name:
+// a Cluster API management cluster.
+func (o *rootOptions) contextReader(name string) (client.Client, error) {
+	loading := o.flags.ToRawKubeConfigLoader().ConfigAccess().(*clientcmd.ClientConfigLoadingRules)
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+	switch {
+	case err != nil && (clientcmd.IsContextNotFound(err) || strings.Contains(err.Error(), fmt.Sprintf("context %q does not exist", name))):
+		return nil, fmt.Errorf("unknown --management-context %q: list the contexts with `kubectl config get-contexts`: %w", name, err)
+	case err != nil:
+		return nil, fmt.Errorf("loading kubeconfig for --management-context %q: %w", name, err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the management cluster %s (context %s): %w", cfg.Host, name, err)
+	}
 	return c, nil
 }
 

@@ -48,9 +48,10 @@ type Cache struct {
 	members map[string]*memberState
 	stopped bool
 
-	subsMu sync.Mutex
-	subs   map[int]func(cluster string)
-	nextID int
+	subsMu   sync.Mutex
+	subs     map[int]func(cluster string)
+	mgmtSubs map[int]mgmtSub
+	nextID   int
 
 	// synced brings the member controller back as soon as a connection's
 	// cache has synced.
@@ -59,7 +60,7 @@ type Cache struct {
 
 func newCache(opts Options, scheme *runtime.Scheme) *Cache {
 	return &Cache{opts: opts, scheme: scheme, now: time.Now, log: logr.Discard(),
-		members: map[string]*memberState{}, subs: map[int]func(string){},
+		members: map[string]*memberState{}, subs: map[int]func(string){}, mgmtSubs: map[int]mgmtSub{},
 		synced: make(chan event.TypedGenericEvent[*kubefedv1beta1.KubeFedCluster], 64)}
 }
 
@@ -79,6 +80,10 @@ func (c *Cache) onSynced(kfc *kubefedv1beta1.KubeFedCluster) func() {
 // Start implements manager.Runnable: it tears every connection down when the
 // manager stops.
 func (c *Cache) Start(ctx context.Context) error {
+	if c.capi.mgmt != nil {
+		c.capi.mgmt.start(ctx)
+		defer c.capi.mgmt.stopAll()
+	}
 	<-ctx.Done()
 	c.mu.Lock()
 	c.stopped = true

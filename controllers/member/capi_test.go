@@ -81,7 +81,7 @@ func TestExplainFindsTheControllersMachine(t *testing.T) {
 		byNode, ctrlErr := c.MachinesByNode(ctx, member)
 		for _, node := range []string{"n0", "n1", "n2", "n9"} {
 			want := byNode[node]
-			got, note, err := cli.FindMachine(ctx, plain, snap, member, node)
+			got, _, note, err := cli.FindMachine(ctx, cli.MachineSource{Host: plain}, snap, member, node)
 			if err != nil {
 				t.Fatalf("%s/%s: explain failed: %v", member, node, err)
 			}

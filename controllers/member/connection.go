@@ -57,7 +57,14 @@ type connection struct {
 	cache      cache.Cache
 	client     client.Client // cached reads for cachedKinds, live otherwise
 	uncached   client.Client
+	reviewer   client.Client // live and unfenced: access reviews only
 	version    *version.Info
+	// denials are the permissions the member refused this connection
+	// (denials.go).
+	denials *denials
+	// credentials names the Secret of the token when it is not kubefed's
+	// (the KubeFedCluster's AnnotationCredentialsSecret); empty otherwise.
+	credentials string
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the cache has stopped
@@ -81,17 +88,18 @@ type connection struct {
 // when the cache has synced. It does not wait for the sync: a first list
 // may take minutes, and the reconciler watches its progress (syncStatus).
 // On error nothing is left running.
-func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options, fence *writeFence, onSynced func()) (_ *connection, err error) {
+func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Options, fence *writeFence, den *denials, onSynced func()) (_ *connection, err error) {
 	cfg, dialer := trackConnections(cfg)
 	if o.WrapTransport != nil {
 		cfg.Wrap(o.WrapTransport)
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return permissionTransport{rt: rt, denials: den} })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating HTTP client: %w", err)
 	}
-	c := &connection{cfg: cfg, httpClient: httpClient, dialer: dialer, fence: fence, done: make(chan struct{}),
+	c := &connection{cfg: cfg, httpClient: httpClient, dialer: dialer, fence: fence, denials: den, done: make(chan struct{}),
 		counts: map[string]*atomic.Int64{}, watches: map[string]struct{}{}}
 	defer func() {
 		if err != nil {
@@ -177,6 +185,7 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	}
 	// Every write to the member, from either client, goes through the fence.
 	c.client, c.uncached = memberClient{WithWatch: fence.fenced(cached), cache: c.cache}, fence.fenced(live)
+	c.reviewer = live
 
 	// The cache outlives this reconcile: it stops in stop().
 	cacheCtx, cacheCancel := context.WithCancel(context.Background())

@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/memberconfig"
 )
 
@@ -51,6 +52,11 @@ const (
 	ReasonProbeFailed        = "ProbeFailed"
 	ReasonCredentialsChanged = "CredentialsChanged"
 	ReasonConnectFailed      = "ConnectFailed"
+	// ReasonMemberPermissionDenied: the member refused (403) requests
+	// fedfailover made with its credentials; the message names each
+	// permission (verb, resource, namespace). The member stays connected
+	// if it was: what needs the permission fails until it is granted.
+	ReasonMemberPermissionDenied = v1alpha1.ReasonMemberPermissionDenied
 )
 
 // reasonFor classifies a connection or probe error.
@@ -65,12 +71,12 @@ func reasonFor(err error) string {
 		opErr       *net.OpError
 	)
 	switch {
-	case errors.Is(err, memberconfig.ErrMissingToken):
+	case errors.Is(err, memberconfig.ErrMissingToken), errors.Is(err, memberconfig.ErrCredentialsNotForMember):
 		return ReasonSecretInvalid
 	case errors.Is(err, memberconfig.ErrNoEndpoint), errors.Is(err, memberconfig.ErrInvalidEndpoint),
 		errors.Is(err, memberconfig.ErrInvalidCABundle), errors.Is(err, memberconfig.ErrInvalidProxyURL),
 		errors.Is(err, memberconfig.ErrNoSecretRef), errors.Is(err, memberconfig.ErrUnknownTLSOption),
-		errors.Is(err, memberconfig.ErrInsecureEndpoint):
+		errors.Is(err, memberconfig.ErrInsecureEndpoint), errors.Is(err, memberconfig.ErrInvalidCredentialsRef):
 		return ReasonConfigInvalid
 	case apierrors.IsUnauthorized(err):
 		return ReasonUnauthorized

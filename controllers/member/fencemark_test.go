@@ -56,7 +56,7 @@ func TestNodeFenceMarkFromTheFutureThroughTheMemberCache(t *testing.T) {
 
 	synced := make(chan struct{})
 	conn, err := dial(ctx, cfg, clientgoscheme.Scheme, Options{}.withDefaults(), newWriteFence("m", func() bool { return true }, 0),
-		func() { close(synced) })
+		newDenials(time.Now, nil), func() { close(synced) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (r *policyStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	members, cond, overlap := r.desired(ctx, pol)
-	extra := r.machineEvidence(ctx, pol)
+	extra := append(r.machineEvidence(ctx, pol), permissionDenied(pol, members))
 	if err := r.apply(ctx, pol, members, cond, overlap, extra...); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -103,6 +103,25 @@ func (r *policyStatusReconciler) desired(ctx context.Context, pol *v1alpha1.Fail
 	}
 	return members, cond(metav1.ConditionFalse, v1alpha1.ReasonMembersNotConnected,
 		fmt.Sprintf("%d of %d members not connected: %s", len(down), len(members), strings.Join(down, ", "))), overlap
+}
+
+// permissionDenied is the MemberPermissionDenied condition: True, naming
+// each selected member that refuses requests fedfailover makes and what
+// it refuses (the member's message), so a missing permission is never a
+// silent failure.
+func permissionDenied(pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus) metav1.Condition {
+	var denied []string
+	for _, m := range members {
+		if m.Reason == ReasonMemberPermissionDenied {
+			denied = append(denied, fmt.Sprintf("member %s: %s", m.Name, m.Message))
+		}
+	}
+	if len(denied) == 0 {
+		return policystatus.Condition(pol, v1alpha1.ConditionMemberPermissionDenied, metav1.ConditionFalse, v1alpha1.ReasonNoPermissionDenied,
+			"no selected member refuses a request of fedfailover's")
+	}
+	return policystatus.Condition(pol, v1alpha1.ConditionMemberPermissionDenied, metav1.ConditionTrue, v1alpha1.ReasonMemberPermissionDenied,
+		strings.Join(denied, "; "))
 }
 
 // machineEvidence is the MachineEvidenceUnavailable condition of a policy
@@ -187,7 +206,9 @@ func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.Failov
 		}
 	}
 	conds := slices.Clone(pol.Status.Conditions)
-	meta.SetStatusCondition(&conds, cond)
+	for _, c := range append([]metav1.Condition{cond}, extra...) {
+		meta.SetStatusCondition(&conds, c)
+	}
 	status := v1alpha1.FailoverPolicyStatus{
 		ObservedGeneration: pol.Generation,
 		Members:            members,

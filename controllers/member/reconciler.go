@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
 
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/memberconfig"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 )
@@ -54,7 +55,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
-	cfg, fingerprint, token, reason, err := r.restConfig(ctx, kfc)
+	in, reason, err := r.restConfig(ctx, kfc)
 	if err != nil {
 		// Waits for the KubeFedCluster or its Secret to change: both are watched.
 		r.disconnect(ctx, kfc, reason, err.Error())
@@ -62,12 +63,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	m := r.cache.state(kfc.Name)
-	if m.conn != nil && m.fingerprint != fingerprint {
+	if m.conn != nil && m.fingerprint != in.fingerprint {
 		r.disconnect(ctx, kfc, ReasonCredentialsChanged, "endpoint, CA, TLS options, proxy or token changed; reconnecting")
 		m = r.cache.state(kfc.Name)
 	}
 	if m.conn == nil {
-		return r.connect(ctx, kfc, cfg, fingerprint, token), nil
+		return r.connect(ctx, kfc, in), nil
 	}
 	if m.syncing() {
 		if res, done := r.watchSync(ctx, kfc, m); done {
@@ -77,45 +78,77 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.probe(ctx, kfc, m), nil
 }
 
-// restConfig reads the Secret and builds the member's REST config. On error
-// it returns the reason to report.
-func (r *reconciler) restConfig(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster) (*rest.Config, string, string, string, error) {
-	if kfc.Spec.SecretRef.Name == "" {
-		return nil, "", "", ReasonConfigInvalid, memberconfig.ErrNoSecretRef
+// connectInput is what a connection is built from.
+type connectInput struct {
+	cfg         *rest.Config
+	fingerprint string
+	token       string // only to redact messages
+	// credentials names the Secret of the token when the KubeFedCluster's
+	// annotation chose it (empty: kubefed's spec.secretRef).
+	credentials string
+}
+
+// restConfig reads the credentials Secret and builds the member's REST
+// config. The Secret is kubefed's (spec.secretRef), or the one the
+// failover.fedfailover.io/credentials-secret annotation names, which must
+// be labelled for this member (memberconfig.CheckCredentialsSecret); both
+// are read from the kubefed namespace only, and the endpoint, CA and TLS
+// options are the KubeFedCluster's either way. On error it returns the
+// reason to report.
+func (r *reconciler) restConfig(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster) (connectInput, string, error) {
+	name, own, err := memberconfig.CredentialsSecret(kfc)
+	if err != nil {
+		return connectInput{}, reasonFor(err), err
+	}
+	what := "secret"
+	if own {
+		what = "secret named by annotation " + contract.AnnotationCredentialsSecret
 	}
 	secret := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: kfc.Namespace, Name: kfc.Spec.SecretRef.Name}
+	key := types.NamespacedName{Namespace: kfc.Namespace, Name: name}
 	if err := r.host.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, "", "", ReasonSecretNotFound, fmt.Errorf("secret %s not found", key)
+			return connectInput{}, ReasonSecretNotFound, fmt.Errorf("%s %s not found", what, key)
 		}
-		return nil, "", "", ReasonConnectFailed, fmt.Errorf("getting secret %s: %w", key, err)
+		return connectInput{}, ReasonConnectFailed, fmt.Errorf("getting %s %s: %w", what, key, err)
+	}
+	if own {
+		if err := memberconfig.CheckCredentialsSecret(kfc, secret); err != nil {
+			return connectInput{}, reasonFor(err), err
+		}
 	}
 	o := r.cache.opts
 	cfg, err := memberconfig.RESTConfig(kfc, secret, memberconfig.Options{
 		QPS: o.QPS, Burst: o.Burst, UserAgent: r.cache.memberUserAgent(), DialTimeout: o.ConnectTimeout, AllowHTTP: o.AllowInsecureEndpoints})
 	if err != nil {
-		return nil, "", "", reasonFor(err), err
+		return connectInput{}, reasonFor(err), err
 	}
-	return cfg, memberconfig.Fingerprint(kfc, secret), string(secret.Data[memberconfig.TokenKey]), "", nil
+	in := connectInput{cfg: cfg, fingerprint: memberconfig.Fingerprint(kfc, secret), token: string(secret.Data[memberconfig.TokenKey])}
+	if own {
+		in.credentials = name
+	}
+	return in, "", nil
 }
 
 // connect dials the member and leaves its cache syncing (watchSync), unless
 // earlier attempts with the same inputs failed and the backoff has not
 // passed yet.
-func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, cfg *rest.Config, fingerprint, token string) ctrl.Result {
+func (r *reconciler) connect(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, in connectInput) ctrl.Result {
 	o := r.cache.opts
-	if wait := r.cache.retryWait(kfc.Name, fingerprint); wait > 0 {
+	if wait := r.cache.retryWait(kfc.Name, in.fingerprint); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}
 	}
 	cluster := kfc.Name
 	fence := newWriteFence(cluster, func() bool { return r.cache.HoldsMember(cluster) }, o.WriteTimeout)
-	conn, err := dial(ctx, cfg, r.cache.scheme, o, fence, r.cache.onSynced(kfc))
+	// A refused or granted permission brings this member's reconcile back.
+	den := newDenials(r.cache.now, r.cache.onSynced(kfc))
+	conn, err := dial(ctx, in.cfg, r.cache.scheme, o, fence, den, r.cache.onSynced(kfc))
 	if err != nil {
-		r.disconnect(ctx, kfc, reasonFor(err), redact(err.Error(), token))
-		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, fingerprint)}
+		r.disconnect(ctx, kfc, reasonFor(err), redact(err.Error(), in.token))
+		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, in.fingerprint)}
 	}
-	prev, next, ok := r.cache.setConnected(kfc.Name, conn, fingerprint, token, syncingMessage(conn.syncStatus(), 0, ""))
+	conn.credentials = in.credentials
+	prev, next, ok := r.cache.setConnected(kfc.Name, conn, in.fingerprint, in.token, syncingMessage(conn.syncStatus(), 0, ""))
 	if !ok {
 		conn.stop()
 		if !r.cache.keepsConnection(kfc.Name) {
@@ -136,7 +169,7 @@ func (r *reconciler) watchSync(ctx context.Context, kfc *kubefedv1beta1.KubeFedC
 	now := r.cache.now()
 	st := m.conn.syncStatus()
 	if st.synced {
-		prev, next, took, ok := r.cache.setSynced(kfc.Name, m.conn, connectedMessage(m.conn))
+		prev, next, took, ok := r.cache.setSynced(kfc.Name, m.conn)
 		if ok {
 			metrics.MemberCacheSyncDuration.WithLabelValues(kfc.Name).Observe(took.Seconds())
 			setCacheMetrics(kfc.Name, m.conn)
@@ -147,24 +180,44 @@ func (r *reconciler) watchSync(ctx context.Context, kfc *kubefedv1beta1.KubeFedC
 	progress, stalled := m.progress.advance(st, now, o.SyncStallTimeout)
 	msg := syncingMessage(st, now.Sub(m.syncStart), redact(m.conn.watchErr(), m.token))
 	if stalled {
-		r.disconnect(ctx, kfc, ReasonCacheSyncFailed,
-			fmt.Sprintf("cache sync made no progress for %s, torn down; %s", o.SyncStallTimeout, msg))
+		reason, why := ReasonCacheSyncFailed, ""
+		if ds := m.conn.denials.list(); len(ds) > 0 {
+			reason, why = ReasonMemberPermissionDenied, deniedMessage(ds)+"; "
+		}
+		r.disconnect(ctx, kfc, reason,
+			fmt.Sprintf("%scache sync made no progress for %s, torn down; %s", why, o.SyncStallTimeout, msg))
 		return ctrl.Result{RequeueAfter: r.cache.backOff(kfc.Name, m.fingerprint)}, true
 	}
-	r.cache.syncProgressed(kfc.Name, m.conn, progress, msg)
+	prev, next := r.cache.syncProgressed(kfc.Name, m.conn, progress, msg)
+	r.transition(ctx, kfc, prev, next)
 	return ctrl.Result{}, false
 }
 
 func connectedMessage(conn *connection) string {
-	return fmt.Sprintf("connected to %s (Kubernetes %s)", conn.cfg.Host, conn.version.GitVersion)
+	msg := fmt.Sprintf("connected to %s (Kubernetes %s)", conn.cfg.Host, conn.version.GitVersion)
+	if conn.credentials != "" {
+		msg += fmt.Sprintf(" with the token of Secret %s (annotation %s)", conn.credentials, contract.AnnotationCredentialsSecret)
+	}
+	return msg
 }
 
 // probe checks a connected member once per ProbePeriod.
 func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, m memberState) ctrl.Result {
 	o := r.cache.opts
 	now := r.cache.now()
+	// A permission refused or granted since the last look.
+	prev, next := r.cache.refreshPermissions(kfc.Name, m.conn)
+	r.transition(ctx, kfc, prev, next)
 	if due := m.lastProbe.Add(o.ProbePeriod); now.Before(due) {
 		return ctrl.Result{RequeueAfter: due.Sub(now)}
+	}
+	if perms := m.conn.denials.dueForReview(); len(perms) > 0 {
+		// Has the member granted a refused permission since? (Its own
+		// budget: a slow review must not fail the probe.)
+		rctx, cancel := context.WithTimeout(ctx, o.ProbeTimeout)
+		m.conn.denials.review(rctx, m.conn.reviewer, perms)
+		cancel()
+		now = r.cache.now()
 	}
 	pctx, cancel := context.WithTimeout(ctx, o.ProbeTimeout)
 	err := probe(pctx, m.conn.uncached)
@@ -302,6 +355,9 @@ func (r *reconciler) transition(ctx context.Context, kfc *kubefedv1beta1.KubeFed
 	}
 	log := ctrl.LoggerFrom(ctx)
 	switch {
+	case next.reason == ReasonMemberPermissionDenied:
+		log.Info("Member cluster refused requests fedfailover needs", "connected", next.connected, "message", next.message)
+		r.recorder.Eventf(kfc, nil, corev1.EventTypeWarning, next.reason, "Request", "%s", next.message)
 	case next.connected:
 		log.Info("Member cluster connected", "reason", next.reason, "message", next.message)
 		r.recorder.Eventf(kfc, nil, corev1.EventTypeNormal, next.reason, "Connect", "%s", next.message)

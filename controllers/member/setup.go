@@ -11,6 +11,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/capimap"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/memberconfig"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
 )
@@ -52,7 +54,13 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 	c.kubefed = kubefed
 	if err := kubefed.GetFieldIndexer().IndexField(ctx, &kubefedv1beta1.KubeFedCluster{}, secretRefIndex,
 		func(o client.Object) []string {
-			return []string{o.(*kubefedv1beta1.KubeFedCluster).Spec.SecretRef.Name}
+			// kubefed's Secret, and the one fedfailover uses instead, if any.
+			kfc := o.(*kubefedv1beta1.KubeFedCluster)
+			names := []string{kfc.Spec.SecretRef.Name}
+			if own, ok := kfc.Annotations[contract.AnnotationCredentialsSecret]; ok && own != kfc.Spec.SecretRef.Name {
+				names = append(names, own)
+			}
+			return names
 		}); err != nil {
 		return nil, fmt.Errorf("indexing KubeFedClusters by Secret: %w", err)
 	}
@@ -60,6 +68,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 	if err != nil {
 		return nil, err
 	}
+	c.capi.mgmt = newManagement(kubefed.GetClient(), opts.Namespace, mgr.GetScheme(), opts)
+	c.capi.mgmt.log = mgr.GetLogger().WithName("management")
+	c.capi.mgmt.onMachine = func(secret string, m *clusterv1.Machine) { c.notifyManagement(secret, m) }
+	c.capi.mgmt.onHealth = func(secret string) { c.notifyManagement(secret, nil) }
 	if err := mgr.Add(kubefed); err != nil {
 		return nil, fmt.Errorf("adding kubefed namespace cache: %w", err)
 	}
@@ -124,6 +136,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) (*Cac
 		WatchesRawSource(source.Kind(kubefed.GetCache(), &kubefedv1beta1.KubeFedCluster{},
 			handler.TypedEnqueueRequestsFromMapFunc(all), kfcChanged)).
 		WatchesRawSource(c.EventSource(func(ctx context.Context, _ string) []reconcile.Request { return pr.allPolicies(ctx) })).
+		// MachineEvidenceUnavailable follows the management clusters' availability.
+		WatchesRawSource(c.ManagementEventSource(false, func(ctx context.Context, _ string) []reconcile.Request { return pr.allPolicies(ctx) })).
 		// Which policy governs a member (Overlapping) depends on every policy.
 		Watches(&v1alpha1.FailoverPolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 			return pr.allPolicies(ctx)
@@ -169,7 +183,7 @@ func newKubefedView(mgr ctrl.Manager, ns string) (cluster.Cluster, error) {
 			DefaultNamespaces: map[string]cache.Config{ns: {}},
 			DefaultTransform:  cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Transform: secretTokenOnly},
+				&corev1.Secret{}: {Transform: secretCredentialsOnly},
 			},
 			ReaderFailOnMissingInformer: true,
 		}
@@ -180,9 +194,10 @@ func newKubefedView(mgr ctrl.Manager, ns string) (cluster.Cluster, error) {
 	return cl, nil
 }
 
-// secretTokenOnly keeps a Secret's identity and token: annotations may hold
-// a last-applied copy of the data.
-func secretTokenOnly(obj any) (any, error) {
+// secretCredentialsOnly keeps a Secret's identity, its member token and a
+// management cluster's kubeconfig (contract.ManagementKubeconfigKeys):
+// annotations may hold a last-applied copy of the data.
+func secretCredentialsOnly(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
 		return obj, nil
@@ -190,8 +205,13 @@ func secretTokenOnly(obj any) (any, error) {
 	out := &corev1.Secret{TypeMeta: s.TypeMeta, Type: s.Type}
 	out.Name, out.Namespace, out.UID, out.ResourceVersion = s.Name, s.Namespace, s.UID, s.ResourceVersion
 	out.Labels = s.Labels
-	if t, ok := s.Data[memberconfig.TokenKey]; ok {
-		out.Data = map[string][]byte{memberconfig.TokenKey: t}
+	for _, k := range append([]string{memberconfig.TokenKey}, contract.ManagementKubeconfigKeys...) {
+		if v, ok := s.Data[k]; ok {
+			if out.Data == nil {
+				out.Data = map[string][]byte{}
+			}
+			out.Data[k] = v
+		}
 	}
 	return out, nil
 }
@@ -199,7 +219,8 @@ func secretTokenOnly(obj any) (any, error) {
 // setupCAPI indexes Machines in the manager's cache. Without the Cluster API
 // CRDs the mapping is off and its methods return ErrCAPIUnavailable.
 func setupCAPI(ctx context.Context, mgr ctrl.Manager, kubefed client.Reader, ns string) (capi, error) {
-	c := capi{kubefed: kubefed, host: capimap.Reader{Reader: mgr.GetClient(), Indexed: true}, ns: ns}
+	c := capi{kubefed: kubefed, host: capimap.Reader{Reader: mgr.GetClient(), Indexed: true},
+		hostLive: mgr.GetAPIReader(), hostWriter: mgr.GetClient(), ns: ns}
 	if err := capimap.IndexMachines(ctx, mgr.GetFieldIndexer()); err != nil {
 		if meta.IsNoMatchError(err) {
 			mgr.GetLogger().Info("Cluster API CRDs not installed: Node to Machine mapping disabled")

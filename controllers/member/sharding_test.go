@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -31,7 +33,8 @@ func holding(members ...string) *coordinator {
 
 func idleConnection() *connection {
 	return &connection{httpClient: &http.Client{Transport: &http.Transport{}},
-		dialer: connrotation.NewDialer((&net.Dialer{}).DialContext)}
+		dialer: connrotation.NewDialer((&net.Dialer{}).DialContext),
+		cfg:    &rest.Config{Host: "https://idle.example"}, version: &version.Info{GitVersion: "v1.37.2"}}
 }
 
 func TestHoldsMemberWithoutShardingIsAlwaysTrue(t *testing.T) {
@@ -128,12 +131,12 @@ func TestMemberUserAgentCarriesTheShardIdentity(t *testing.T) {
 		cache := newCache(Options{}.withDefaults(), s)
 		cache.shard = c.shard
 		r := &reconciler{host: host, cache: cache}
-		cfg, _, _, _, err := r.restConfig(t.Context(), kfc)
+		in, _, err := r.restConfig(t.Context(), kfc)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if cfg.UserAgent != c.want || !strings.HasPrefix(cfg.UserAgent, "fedfailover-member") {
-			t.Errorf("%s: user agent %q, want %q", c.name, cfg.UserAgent, c.want)
+		if cfg := in.cfg; cfg.UserAgent != c.want || !strings.HasPrefix(cfg.UserAgent, "fedfailover-member") {
+			t.Errorf("%s: user agent %q, want %q", c.name, in.cfg.UserAgent, c.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ type memberState struct {
 	fingerprint     string      // of the inputs conn was built from
 	token           string      // only to redact messages
 	reason, message string
+	denied          string // the refused permissions reason and message name (deniedKey)
 	lastProbe       time.Time
 	failures        int // consecutive failed probes of conn
 	// unanswered: conn had synced, then FailureThreshold probes in a row
@@ -41,15 +42,39 @@ func (m *memberState) syncing() bool { return m.conn != nil && !m.synced }
 type connState struct {
 	connected       bool
 	reason, message string
+	denied          string
 }
 
 func (m *memberState) snapshot() connState {
-	return connState{connected: m.connected(), reason: m.reason, message: m.message}
+	return connState{connected: m.connected(), reason: m.reason, message: m.message, denied: m.denied}
 }
 
-// changed is true when subscribers must hear about the transition.
+// changed is true when subscribers must hear about the transition: a
+// permission the member refuses, or grants again, is one.
 func (s connState) changed(prev connState) bool {
-	return s.connected != prev.connected || s.reason != prev.reason
+	return s.connected != prev.connected || s.reason != prev.reason || s.denied != prev.denied
+}
+
+// connectedStatus is the reason and message of a synced connection that
+// answers its probes: Connected, or MemberPermissionDenied naming what
+// the member refused.
+func connectedStatus(conn *connection) (reason, message, denied string) {
+	msg := connectedMessage(conn)
+	if ds := conn.denials.list(); len(ds) > 0 {
+		return ReasonMemberPermissionDenied, deniedMessage(ds) + "; " + msg, deniedKey(ds)
+	}
+	return ReasonConnected, msg, ""
+}
+
+// syncingStatus is the reason and message of a connection whose cache
+// syncs: Syncing, or MemberPermissionDenied when the member refused
+// something (an informer's list, typically); either way it is unknown
+// until it has synced.
+func syncingStatus(conn *connection, progress string) (reason, message, denied string) {
+	if ds := conn.denials.list(); len(ds) > 0 {
+		return ReasonMemberPermissionDenied, deniedMessage(ds) + "; " + progress, deniedKey(ds)
+	}
+	return ReasonSyncing, progress, ""
 }
 
 // state returns a copy of the member's state (zero if unknown).
@@ -88,13 +113,13 @@ func (c *Cache) setConnected(cluster string, conn *connection, fingerprint, toke
 	m.conn, m.synced, m.fingerprint, m.token = conn, false, fingerprint, token
 	m.failures, m.lastProbe = 0, now
 	m.syncStart, m.progress = now, syncProgress{at: now}
-	m.reason, m.message = ReasonSyncing, message
+	m.reason, m.message, m.denied = ReasonSyncing, message, ""
 	return prev, m.snapshot(), true
 }
 
 // setSynced makes conn, whose cache has synced, the member's connection.
 // ok is false when conn was torn down meanwhile.
-func (c *Cache) setSynced(cluster string, conn *connection, message string) (prev, next connState, syncTime time.Duration, ok bool) {
+func (c *Cache) setSynced(cluster string, conn *connection) (prev, next connState, syncTime time.Duration, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, found := c.members[cluster]
@@ -103,13 +128,39 @@ func (c *Cache) setSynced(cluster string, conn *connection, message string) (pre
 	}
 	prev = m.snapshot()
 	m.synced, m.connectedOnce, m.attempts = true, true, 0
-	m.reason, m.message = ReasonConnected, message
+	m.setStatus(connectedStatus(conn))
 	return prev, m.snapshot(), c.now().Sub(m.syncStart), true
 }
 
-// syncProgressed records a look at a syncing conn.
-func (c *Cache) syncProgressed(cluster string, conn *connection, p syncProgress, message string) {
-	c.update(cluster, conn, func(s *memberState) { s.progress, s.message = p, message })
+// setStatus sets the reason, the message (without the token) and the
+// refused permissions.
+func (m *memberState) setStatus(reason, message, denied string) {
+	m.reason, m.message, m.denied = reason, redact(message, m.token), denied
+}
+
+// syncProgressed records a look at a syncing conn; progress says what its
+// cache received so far.
+func (c *Cache) syncProgressed(cluster string, conn *connection, p syncProgress, progress string) (prev, next connState) {
+	c.update(cluster, conn, func(s *memberState) {
+		prev = s.snapshot()
+		s.progress = p
+		s.setStatus(syncingStatus(conn, progress))
+		next = s.snapshot()
+	})
+	return prev, next
+}
+
+// refreshPermissions makes a synced, answering connection's reason and
+// message follow the permissions the member refuses now.
+func (c *Cache) refreshPermissions(cluster string, conn *connection) (prev, next connState) {
+	c.update(cluster, conn, func(s *memberState) {
+		prev = s.snapshot()
+		if s.synced && !s.unanswered {
+			s.setStatus(connectedStatus(conn))
+		}
+		next = s.snapshot()
+	})
+	return prev, next
 }
 
 // retryWait is how long a connection attempt with these inputs must still
@@ -144,7 +195,7 @@ func (c *Cache) setDisconnected(cluster, reason, message string) (prev, next con
 	m := c.stateLocked(cluster)
 	prev = m.snapshot()
 	conn := m.conn
-	m.reason, m.message, m.failures = reason, redact(message, m.token), 0
+	m.reason, m.message, m.denied, m.failures = reason, redact(message, m.token), "", 0
 	m.conn, m.synced, m.unanswered, m.fingerprint, m.token = nil, false, false, "", ""
 	next = m.snapshot()
 	c.mu.Unlock()
@@ -177,12 +228,9 @@ func (c *Cache) forget(cluster string) (known, wasConnected bool) {
 func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time) (prev, next connState) {
 	c.update(cluster, conn, func(s *memberState) {
 		prev = s.snapshot()
-		s.lastProbe, s.failures = at, 0
-		if s.unanswered {
-			s.unanswered, s.reason = false, ReasonConnected
-		}
+		s.lastProbe, s.failures, s.unanswered = at, 0, false
 		if s.synced {
-			s.message = connectedMessage(conn)
+			s.setStatus(connectedStatus(conn))
 		}
 		next = s.snapshot()
 	})
@@ -200,7 +248,7 @@ func (c *Cache) setUnanswered(cluster string, conn *connection, reason, message 
 		}
 		prev = s.snapshot()
 		s.unanswered, s.lastProbe, s.failures, s.progress = true, at, failures, progress
-		s.reason, s.message = reason, redact(message, s.token)
+		s.reason, s.message, s.denied = reason, redact(message, s.token), ""
 		next, ok = s.snapshot(), true
 	})
 	return prev, next, ok

@@ -115,14 +115,14 @@ func TestUnknownUntilSyncedAndWhileResyncing(t *testing.T) {
 	if _, err := c.GetClient(context.Background(), "m"); err == nil || !strings.Contains(err.Error(), ReasonSyncing) {
 		t.Fatalf("GetClient while syncing: %v, want not connected (Syncing)", err)
 	}
-	prev, next, _, ok := c.setSynced("m", conn, "connected")
+	prev, next, _, ok := c.setSynced("m", conn)
 	if !ok || prev.connected || !next.connected || !next.changed(prev) {
 		t.Fatalf("setSynced: ok %v %+v -> %+v", ok, prev, next)
 	}
 	if c.Unknown("m") || !c.Connected("m") {
 		t.Fatal("synced: want connected and known")
 	}
-	if _, _, _, ok := c.setSynced("m", conn, "again"); ok {
+	if _, _, _, ok := c.setSynced("m", conn); ok {
 		t.Fatal("a connection synced twice")
 	}
 	c.setDisconnected("m", ReasonProbeFailed, "gone")
@@ -135,7 +135,7 @@ func TestUnknownUntilSyncedAndWhileResyncing(t *testing.T) {
 		t.Fatal("reachable again, cache syncing: want unknown")
 	}
 	c.setDisconnected("m", ReasonCacheSyncFailed, "stalled")
-	if _, _, _, ok := c.setSynced("m", conn2, "late"); ok {
+	if _, _, _, ok := c.setSynced("m", conn2); ok {
 		t.Fatal("a torn-down connection became the member's")
 	}
 }
@@ -164,7 +164,7 @@ func TestBackoffPerInputs(t *testing.T) {
 	}
 	conn := idleConnection()
 	c.setConnected("m", conn, "b", "", "syncing")
-	c.setSynced("m", conn, "connected")
+	c.setSynced("m", conn)
 	if d := c.backOff("m", "b"); d != time.Second {
 		t.Errorf("first failure after a synced cache: %s, want 1s", d)
 	}

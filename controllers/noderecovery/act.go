@@ -27,15 +27,21 @@ import (
 
 // Event reasons and decision actions.
 const (
-	ReasonFencingBlocked        = "FencingBlocked"
-	ReasonRecoverySuspended     = "RecoverySuspended"
-	ReasonOutOfServiceTainted   = "OutOfServiceTaintApplied"
-	ReasonForceDeleteStarted    = "ForceDeleteStarted"
-	ReasonMachineDeletionAsked  = "MachineDeletionRequested"
-	ReasonRecovered             = "NodeRecovered"
-	ReasonNodeReturned          = "NodeReturned"
-	ReasonWouldRecover          = "DryRunWouldRecover"
-	ReasonWouldDeleteMachine    = "DryRunWouldDeleteMachine"
+	ReasonFencingBlocked       = "FencingBlocked"
+	ReasonRecoverySuspended    = "RecoverySuspended"
+	ReasonOutOfServiceTainted  = "OutOfServiceTaintApplied"
+	ReasonForceDeleteStarted   = "ForceDeleteStarted"
+	ReasonMachineDeletionAsked = "MachineDeletionRequested"
+	ReasonRecovered            = "NodeRecovered"
+	ReasonNodeReturned         = "NodeReturned"
+	ReasonWouldRecover         = "DryRunWouldRecover"
+	ReasonWouldDeleteMachine   = "DryRunWouldDeleteMachine"
+	// ReasonEvidenceUnavailable (policy event): the member's management
+	// cluster cannot be read, so none of its Machines is evidence;
+	// ReasonEvidenceAvailable: it can be read again.
+	ReasonEvidenceUnavailable   = "FencingEvidenceUnavailable"
+	ReasonEvidenceAvailable     = "FencingEvidenceAvailable"
+	transitionUnavailable       = "Unavailable"
 	forceDeleteRecheck          = time.Second
 	transitionBlocked           = "Blocked"
 	transitionSuspended         = "Suspended"
@@ -280,7 +286,13 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	// may still report Ready) the NoSchedule taint, before any pod is
 	// deleted, so that the scheduler binds no replacement onto the node.
 	upd := live.DeepCopy()
+	// Only this patch proves that fedfailover added the out-of-service
+	// taint: on a retry of a recorded intent (its patch failed, or the
+	// process stopped) a taint that is there now may be another
+	// remediator's, added in between, and is then recorded as not ours.
+	foreignTaint := false
 	if p.Method == v1alpha1.RecoveryMethodOutOfServiceTaint {
+		foreignTaint = hasOutOfServiceTaint(live.Spec.Taints)
 		upd.Spec.Taints = withTaint(upd.Spec.Taints)
 	}
 	if p.Rec.OwnsLostTaint {
@@ -297,6 +309,7 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 	now := r.now()
 	if err := r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
 		st.Phase, st.ActedAt = v1alpha1.RecoveryPhaseRecovering, metaTimePtr(now)
+		st.TaintPreexisting = st.TaintPreexisting || foreignTaint
 	}); err != nil {
 		return 0, fmt.Errorf("recording the action: %w", err)
 	}
@@ -341,7 +354,7 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 	if err != nil {
 		return nil, err
 	}
-	m, err := r.liveMachine(ctx, v.machines[name], name)
+	m, err := r.liveMachine(ctx, v, v.machines[name], name)
 	if err != nil {
 		return nil, err
 	}
@@ -472,18 +485,24 @@ func (r *Reconciler) liveNode(ctx context.Context, v *memberView, name string, c
 	return live, nil
 }
 
-// liveMachine re-reads the cached Machine of node from the host API server;
-// nil when there was none or it is gone. A different Machine under the same
-// name, one that names another node or none, or one with another
-// providerID, is not this node's.
-func (r *Reconciler) liveMachine(ctx context.Context, cached *clusterv1.Machine, node string) (*clusterv1.Machine, error) {
+// liveMachine re-reads the cached Machine of node from the API server that
+// holds it (the host's, or the member's management cluster's); nil when
+// there was none or it is gone. A different Machine under the same name,
+// one that names another node or none, or one with another providerID, is
+// not this node's. A management cluster that cannot be read proves nothing:
+// the write is refused.
+func (r *Reconciler) liveMachine(ctx context.Context, v *memberView, cached *clusterv1.Machine, node string) (*clusterv1.Machine, error) {
 	if cached == nil {
 		return nil, nil
 	}
 	m := &clusterv1.Machine{}
-	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(cached), m); err != nil {
+	if err := r.machineReader(v).Get(ctx, client.ObjectKeyFromObject(cached), m); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
+		}
+		if where := v.machineClients.Management; where != "" {
+			return nil, &errNotProvenLive{why: fmt.Sprintf("fencing evidence unavailable: management cluster of member %s (kubeconfig Secret %s): reading Machine %s/%s live: %v",
+				v.cluster, where, cached.Namespace, cached.Name, err)}
 		}
 		return nil, fmt.Errorf("reading Machine %s/%s live: %w", cached.Namespace, cached.Name, err)
 	}
@@ -784,7 +803,13 @@ func (r *Reconciler) deleteMachine(ctx context.Context, v *memberView, n *corev1
 		return err
 	}
 	uid, rv := m.UID, m.ResourceVersion
-	if err := r.host.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+	// In the API server that holds the Machine: the host's, or the member's
+	// management cluster's.
+	writer := v.machineClients.Writer
+	if writer == nil {
+		writer = r.host
+	}
+	if err := writer.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil // already going, or changed: the next pass sees it
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,9 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/contract"
+	"github.com/fedfailover/fedfailover/internal/memberrbac"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/rbaccheck"
 )
 
 // fakeMembers is one connected member backed by a fake client: the apply
@@ -39,18 +42,32 @@ type fakeMembers struct {
 	host     client.Client // holds the KubeFedCluster
 	machines map[string]*clusterv1.Machine
 	notHeld  bool // another replica holds the member's Lease
+	// machineClients reach the Machines' API server; zero: the host.
+	machineClients member.MachineClients
+	// machinesErr fails the Machine lookups (e.g. a *member.ManagementError).
+	machinesErr error
+}
+
+// memberRequests records what node recovery asks of members, for the
+// check of TestMain against fedfailover's member role.
+var memberRequests rbaccheck.Recorder
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopEvidenceEnv()
+	os.Exit(rbaccheck.After(code, &memberRequests, memberrbac.ByNodeRecovery))
 }
 
 func (f *fakeMembers) GetClient(_ context.Context, cluster string) (client.Client, error) {
 	if cluster != f.name {
 		return nil, &member.NotConnectedError{Cluster: cluster, Reason: "not a joined member"}
 	}
-	return f.client, nil
+	return memberRequests.Client(f.client), nil
 }
 
 func (f *fakeMembers) GetUncachedClient(ctx context.Context, cluster string) (client.Client, error) {
 	if f.live != nil && cluster == f.name {
-		return f.live, nil
+		return memberRequests.Client(f.live), nil
 	}
 	return f.GetClient(ctx, cluster)
 }
@@ -60,10 +77,23 @@ func (f *fakeMembers) ServerVersion(string) (*version.Info, error) {
 }
 
 func (f *fakeMembers) MachinesByNode(context.Context, string) (map[string]*clusterv1.Machine, error) {
+	if f.machinesErr != nil {
+		return nil, f.machinesErr
+	}
 	if f.machines == nil {
 		return nil, member.ErrNoCAPICluster
 	}
 	return f.machines, nil
+}
+
+func (f *fakeMembers) MachineClients(context.Context, string) (member.MachineClients, error) {
+	if f.machinesErr != nil {
+		return member.MachineClients{}, f.machinesErr
+	}
+	if f.machineClients.Live == nil {
+		return member.MachineClients{Live: f.host, Writer: f.host}, nil
+	}
+	return f.machineClients, nil
 }
 
 func (f *fakeMembers) KubeFedCluster(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, error) {
@@ -341,6 +371,30 @@ func TestForceDeleteMethodDeletesPodsThenAttachments(t *testing.T) {
 	}
 	if !w.exists(&storagev1.VolumeAttachment{}, client.ObjectKey{Name: "va-other"}) {
 		t.Fatal("attachment still used by a pod on the node was deleted")
+	}
+}
+
+// TestNamespaceSelectorScope: pods.namespaceSelector is resolved against
+// the member's Namespaces (a live list): only the pods of the namespaces it
+// selects are force-deleted.
+func TestNamespaceSelectorScope(t *testing.T) {
+	other := claimPod("cache-0", "n1", "data-cache-0", true)
+	other.Namespace = "team-b"
+	ns := func(name, team string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"team": team}}}
+	}
+	w := newRecoveryWorld(t, policy(func(p *v1alpha1.NodeRecoverySpec) {
+		p.Method = v1alpha1.RecoveryMethodForceDelete
+		p.Pods.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}
+	}), false, deletedMachine(), ns("default", "a"), ns("team-b", "b"),
+		lostNode("n1", t0.Add(-time.Minute)), readyNode("n2"), claimPod("db-0", "n1", "data-db-0", true),
+		boundClaim("data-db-0", "pv-db-0"), other)
+	w.passLost()
+	if w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "default", Name: "db-0"}) {
+		t.Fatal("the pod of a selected namespace was not force-deleted")
+	}
+	if !w.exists(&corev1.Pod{}, client.ObjectKey{Namespace: "team-b", Name: "cache-0"}) {
+		t.Fatal("the pod of a namespace the selector does not select was deleted")
 	}
 }
 

@@ -29,7 +29,8 @@ func decideNode(v *memberView, n *corev1.Node, now time.Time, machineDeletionEna
 // (storm.go) and the node's own decision read it alike.
 func nodeInput(v *memberView, n *corev1.Node, now time.Time) planInput {
 	in := planInput{Node: n, Record: v.records[n.Name], Sighting: v.sightings[n.Name],
-		Machine: v.machines[n.Name], Lease: v.leases[n.Name], Remediation: v.remediations[n.Name], Now: now}
+		Machine: v.machines[n.Name], Lease: v.leases[n.Name], Remediation: v.remediations[n.Name],
+		MachinesUnavailable: v.machinesUnavailable, Now: now}
 	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
 		// A node outside nodeSelector is treated as if no policy covered it:
 		// nothing new is started; a recovery already acted on is tracked.
@@ -139,6 +140,17 @@ func evidenceInput(in planInput, sil fencing.Silence) fencing.Input {
 		KubeletSilent: sil.Describe()}
 }
 
+// verdictOf is the node's fencing verdict for the loss l. When the
+// member's management cluster gave no Machines, a verdict without evidence
+// says so first: the missing Machine is unknown, not absent.
+func verdictOf(in planInput, l loss) fencing.Result {
+	res := fencing.Verdict(verdictInput(in, l))
+	if !res.Fenced && in.MachinesUnavailable != "" && res.Reason == fencing.ReasonNoFencingEvidence {
+		res.Missing = append([]string{in.MachinesUnavailable}, res.Missing...)
+	}
+	return res
+}
+
 // verdictInput is the fencing verdict's input for a node lost by l: a
 // remediation's success for this loss counts as evidence too.
 func verdictInput(in planInput, l loss) fencing.Input {
@@ -205,7 +217,10 @@ type planInput struct {
 	Lease leaseView
 	// Remediation is the node's remediation object as read this pass.
 	Remediation remediationView
-	Now         time.Time
+	// MachinesUnavailable says why the member's management cluster gave no
+	// Machines this pass (empty when it did, or when there is none).
+	MachinesUnavailable string
+	Now                 time.Time
 }
 
 // plan is the decision for one node.
@@ -292,7 +307,7 @@ func decide(in planInput) plan {
 		return p
 	}
 	p.LostSince = p.Loss.At
-	p.Verdict = fencing.Verdict(verdictInput(in, p.Loss))
+	p.Verdict = verdictOf(in, p.Loss)
 	if !p.Verdict.Fenced {
 		p.Phase, p.Message = v1alpha1.RecoveryPhaseBlocked, p.Verdict.Message()
 		if at := p.Verdict.AssumeFencedAt; !at.IsZero() && in.Now.Before(at) {
@@ -359,7 +374,7 @@ func decideActed(in planInput, p plan) plan {
 			p.RequeueAfter = wait
 			return p
 		}
-		p.Verdict = fencing.Verdict(verdictInput(in, p.Loss))
+		p.Verdict = verdictOf(in, p.Loss)
 		if !p.Verdict.Fenced {
 			p.Phase = v1alpha1.RecoveryPhaseBlocked
 			p.Message = fmt.Sprintf("the record says %s was decided, but there is no fencing evidence now, so nothing more is done: %s",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,12 +161,11 @@ func newEvidenceEnv() (*evidenceEnv, error) {
 	return e, nil
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// stopEvidenceEnv stops the servers startEvidenceEnv started (TestMain).
+func stopEvidenceEnv() {
 	for i := len(evidenceStop) - 1; i >= 0; i-- {
 		evidenceStop[i]()
 	}
-	os.Exit(code)
 }
 
 // unique names a test's member: base on the first run, base-N on the Nth.
@@ -1083,5 +1081,73 @@ func TestEvidenceFirstForceDeleteRestartBetweenIntentAndTaint(t *testing.T) {
 	}
 	if rec := w.record(k.node.Name); rec.Status.ActedAt == nil || rec.Status.LostTaint != v1alpha1.LostTaintOwned {
 		t.Fatalf("record %+v, want acted with lostTaint Owned", rec.Status)
+	}
+}
+
+// TestForeignOutOfServiceTaintBetweenIntentAndPatch (9): another remediator
+// (self-node-remediation, a fence agent, a cloud provider) adds the very
+// out-of-service taint fedfailover adds, after fedfailover recorded its
+// intent and before its taint patch, which then fails on its optimistic
+// lock. The next pass finds the taint there and adds none; fedfailover did
+// not add it, so when the node returns the taint stays, for its owner to
+// remove. On the old code the intent (no taint there before) made it
+// fedfailover's, and the return removed another remediator's taint.
+func TestForeignOutOfServiceTaintBetweenIntentAndPatch(t *testing.T) {
+	e := startEvidenceEnv(t)
+	cluster := e.unique("ev-foreign-taint")
+	e.join(t, cluster)
+	e.policyFor(t, cluster, "")
+	w := e.world(t, cluster)
+	k := e.kubelet(t, cluster+"-n1")
+	e.kubelet(t, cluster+"-n2")
+	e.machine(t, cluster, k.node.Name, true)
+	w.seenByCache(k, true)
+
+	foreign := 0
+	w.members.mu.Lock()
+	w.members.failNodePatch = func(name string) error {
+		if name != k.node.Name || foreign > 0 {
+			return nil
+		}
+		// The other remediator writes first; fedfailover's patch, locked
+		// on the Node it read, then conflicts.
+		foreign++
+		n := k.live(t)
+		n.Spec.Taints = append(n.Spec.Taints, OutOfServiceTaint)
+		return e.member.Update(context.Background(), n)
+	}
+	w.members.mu.Unlock()
+	w.firstReading(k)
+	w.advance(15 * time.Second)
+	poll.T(t, 30*time.Second, 100*time.Millisecond, "the act recorded", poll.NoError(func() error {
+		_ = w.pass() // the pass whose patch conflicts fails
+		if rec := w.record(k.node.Name); rec == nil || rec.Status.ActedAt == nil {
+			return fmt.Errorf("not acted yet")
+		}
+		return nil
+	}))
+	if n := k.live(t); foreign != 1 || !slices.Equal(n.Spec.Taints, []corev1.Taint{OutOfServiceTaint}) {
+		t.Fatalf("foreign writes %d, taints %v: want one write, only the other remediator's %v", foreign, n.Spec.Taints, OutOfServiceTaint)
+	}
+	acted := w.record(k.node.Name)
+
+	// The node comes back.
+	k.renew(t)
+	w.advance(2 * time.Second)
+	w.passUntil("the record finished", func() error {
+		if rec := w.record(k.node.Name); rec.Status.Phase != v1alpha1.RecoveryPhaseFinished {
+			return fmt.Errorf("phase %s: %s", rec.Status.Phase, rec.Status.Message)
+		}
+		return nil
+	})
+	if !tainted(k.live(t)) {
+		t.Fatal("fedfailover removed the out-of-service taint another remediator added")
+	}
+	rec := w.record(k.node.Name)
+	if rec.Name != acted.Name || !rec.Status.TaintPreexisting || recordedOf(rec).OwnsTaint {
+		t.Fatalf("record %s %+v: want %s, the taint recorded as not fedfailover's", rec.Name, rec.Status, acted.Name)
+	}
+	if !strings.Contains(rec.Status.Message, "the out-of-service taint stays") {
+		t.Fatalf("record message %q, want it to say the taint stays", rec.Status.Message)
 	}
 }

@@ -48,8 +48,9 @@ func evidenceRecord(readySince time.Time, acted bool) *v1alpha1.NodeRecovery {
 func TestDecideEvidenceFirst(t *testing.T) {
 	readySince := t0.Add(-time.Hour)
 	ready := func() *corev1.Node { return node(corev1.ConditionTrue, readySince, nil) }
-	silent := readLeaseFor(t0.Add(-15*time.Second), 15*time.Second) // unchanged 15 s: past 14 s
-	young := readLeaseFor(t0.Add(-10*time.Second), 10*time.Second)  // unchanged 10 s: 4 s to go
+	window := fencing.SilenceWindow(40 * time.Second)
+	silent := readLeaseFor(t0.Add(-15*time.Second), 15*time.Second) // unchanged 15 s: past the window
+	young := readLeaseFor(t0.Add(-10*time.Second), 10*time.Second)  // unchanged 10 s: not yet
 	notReady := func(p *v1alpha1.NodeRecoverySpec) { p.Detection = v1alpha1.NodeLossDetectionNotReady }
 	forceDelete := func(p *v1alpha1.NodeRecoverySpec) { p.Method = v1alpha1.RecoveryMethodForceDelete }
 	// intentOnly is a ForceDelete record whose intent (with lostTaint) is
@@ -105,12 +106,12 @@ func TestDecideEvidenceFirst(t *testing.T) {
 			phase: v1alpha1.RecoveryPhaseRecovering, step: stepForceDelete, by: v1alpha1.NodeLossDetectionEvidence},
 		{name: "Lease unchanged for less than the window: nothing yet, look again when it ends",
 			in:      planInput{Node: ready(), Machine: deletedMachine(), Policy: policy(), Lease: young, ServerMajor: 1, ServerMinor: 37},
-			requeue: 4 * time.Second},
+			requeue: window - 10*time.Second},
 		{name: "Lease silent but no evidence: nothing",
 			in: planInput{Node: ready(), Machine: livingMachine(), Policy: policy(), Lease: silent, ServerMajor: 1, ServerMinor: 37}},
 		{name: "Lease renewed: nothing",
 			in:      planInput{Node: ready(), Machine: deletedMachine(), Policy: policy(), Lease: renewedLease(), ServerMajor: 1, ServerMinor: 37},
-			requeue: 14 * time.Second},
+			requeue: window},
 		{name: "Lease read failed in this pass: nothing",
 			in: planInput{Node: ready(), Machine: deletedMachine(), Policy: policy(), ServerMajor: 1, ServerMinor: 37,
 				Lease: leaseView{LeaseSighting: silent.LeaseSighting, err: "its kubelet Lease kube-node-lease/n1 cannot be read: timeout"}}},
@@ -140,7 +141,7 @@ func TestDecideEvidenceFirst(t *testing.T) {
 		// and nothing is written, not even the taint's removal.
 		{name: "acted by evidence, Ready, Lease not read renewed (a restart): kept, nothing written",
 			in:    planInput{Node: ready(), Record: evidenceRecord(readySince, true), Machine: deletedMachine(), Policy: policy(), Lease: readLeaseFor(t0, 0)},
-			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, message: "has not read its kubelet Lease renewed", requeue: 14 * time.Second},
+			phase: v1alpha1.RecoveryPhaseRecovering, step: stepTrack, message: "has not read its kubelet Lease renewed", requeue: window},
 		{name: "acted by evidence, Lease unreadable: kept, nothing written",
 			in: planInput{Node: ready(), Record: evidenceRecord(readySince, true), Machine: deletedMachine(), Policy: policy(),
 				Lease: leaseView{LeaseSighting: renewedLease().LeaseSighting, err: "its kubelet Lease kube-node-lease/n1 does not exist"}},

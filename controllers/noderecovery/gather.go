@@ -2,6 +2,7 @@ package noderecovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -40,6 +41,11 @@ type memberView struct {
 	vas      map[string][]*storagev1.VolumeAttachment
 	byClaim  map[string][]*corev1.Pod
 	machines map[string]*clusterv1.Machine
+	// machineClients reach the API server of the Machines (host or
+	// management cluster); machinesUnavailable says why the member's
+	// management cluster gave no Machines (empty otherwise).
+	machineClients      member.MachineClients
+	machinesUnavailable string
 	// records are the active NodeRecovery records, by node; finished are the
 	// closed ones (for retention).
 	records  map[string]*v1alpha1.NodeRecovery
@@ -132,7 +138,7 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 	if err != nil {
 		return nil, fmt.Errorf("listing VolumeAttachments: %w", err)
 	}
-	v.machines = r.machines(ctx, cluster)
+	r.machines(ctx, v)
 	if v.machineOwners, err = r.machineOwners(ctx, v); err != nil {
 		return nil, err
 	}
@@ -371,18 +377,35 @@ func timeOf(t *metav1.Time) time.Time {
 
 func cut(key string) (string, string, bool) { return strings.Cut(key, "/") }
 
-// machines maps node names to Machines; without Cluster API (or a Cluster
-// for the member) it is empty and the verdict says what is missing.
-func (r *Reconciler) machines(ctx context.Context, cluster string) map[string]*clusterv1.Machine {
-	if !r.capi {
-		return nil
+// machines maps node names to Machines, read from the host or from the
+// member's management cluster; without Cluster API (or a Cluster for the
+// member) it is empty and the verdict says what is missing. A management
+// cluster that cannot be read gives no Machine (no evidence, never a fence):
+// the reason goes into every verdict of the pass and, on a change, into an
+// event on the policy.
+func (r *Reconciler) machines(ctx context.Context, v *memberView) {
+	mc, err := r.members.MachineClients(ctx, v.cluster)
+	if err == nil {
+		v.machineClients = mc
+		v.machines, err = r.members.MachinesByNode(ctx, v.cluster)
 	}
-	ms, err := r.members.MachinesByNode(ctx, cluster)
-	if err != nil {
+	var me *member.ManagementError
+	switch {
+	case errors.As(err, &me):
+		v.machines, v.machinesUnavailable = nil, me.Error()
+		if v.policy != nil && r.store.changed(v.cluster, "/management", transitionUnavailable) {
+			ctrl.LoggerFrom(ctx).Info("Node recovery: "+me.Error(), "reason", ReasonEvidenceUnavailable)
+			r.recorder.Eventf(v.policy, nil, corev1.EventTypeWarning, ReasonEvidenceUnavailable, "Gather", "%s", me.Error())
+		}
+		return
+	case err != nil:
 		ctrl.LoggerFrom(ctx).V(1).Info("No Machines for member", "reason", err.Error())
-		return nil
+		v.machines = nil
 	}
-	return ms
+	if r.store.changed(v.cluster, "/management", "") && v.policy != nil && mc.Management != "" {
+		r.recorder.Eventf(v.policy, nil, corev1.EventTypeNormal, ReasonEvidenceAvailable, "Gather",
+			"management cluster of member %s (kubeconfig Secret %s) can be read again", v.cluster, mc.Management)
+	}
 }
 
 // machineOwners finds who already remediates each of the member's Machines,
@@ -405,7 +428,7 @@ func (r *Reconciler) machineOwners(ctx context.Context, v *memberView) (map[stri
 		list, ok := mhcs[m.Namespace]
 		if !ok {
 			var l clusterv1.MachineHealthCheckList
-			if err := r.apiReader.List(ctx, &l, client.InNamespace(m.Namespace)); err != nil && !isNoMatch(err) {
+			if err := r.machineReader(v).List(ctx, &l, client.InNamespace(m.Namespace)); err != nil && !isNoMatch(err) {
 				return nil, fmt.Errorf("listing MachineHealthChecks: %w", err)
 			}
 			list = l.Items
@@ -491,4 +514,12 @@ func readLease(ctx context.Context, c client.Reader, n *corev1.Node) (fencing.Le
 		return fencing.LeaseReading{}, fmt.Errorf("its kubelet Lease %s cannot be read: %w", key, err)
 	}
 	return fencing.ReadLease(l, n.UID), nil
+}
+
+// machineReader reads from the API server of the member's Machines.
+func (r *Reconciler) machineReader(v *memberView) client.Reader {
+	if v.machineClients.Live != nil {
+		return v.machineClients.Live
+	}
+	return r.apiReader
 }

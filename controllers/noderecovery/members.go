@@ -20,6 +20,10 @@ type memberAccess interface {
 	GetUncachedClient(ctx context.Context, cluster string) (client.Client, error)
 	ServerVersion(cluster string) (*version.Info, error)
 	MachinesByNode(ctx context.Context, cluster string) (map[string]*clusterv1.Machine, error)
+	// MachineClients reach the API server that holds the member's Machines
+	// (the host's, or its management cluster's): the live re-read of a
+	// Machine, MachineHealthChecks and the Machine deletion go there.
+	MachineClients(ctx context.Context, cluster string) (member.MachineClients, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error
 	ConnectedClusters() []string
 	KubeFedCluster(ctx context.Context, cluster string) (*kubefedv1beta1.KubeFedCluster, error)

@@ -98,6 +98,9 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		u.SetGroupVersionKind(gvk)
 		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.remediationMembers))
 	}
+	// Machines of members whose KubeFedCluster names a management cluster,
+	// and that cluster becoming (un)available.
+	b = b.WatchesRawSource(members.ManagementEventSource(true, member.RequestForCluster))
 	if r.ctrl, err = b.Build(r); err != nil {
 		return fmt.Errorf("creating node recovery controller: %w", err)
 	}

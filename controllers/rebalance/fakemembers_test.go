@@ -17,7 +17,12 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/rbaccheck"
 )
+
+// memberRequests records what rebalance asks of members, for the check of
+// TestMain against fedfailover's member role.
+var memberRequests rbaccheck.Recorder
 
 // fakeMembers is a federation of connected members, each served by a fake
 // client holding its objects; names in down are not connected to
@@ -134,7 +139,7 @@ func (f *fakeMembers) GetReader(_ context.Context, c string) (client.Reader, err
 	if f.down[c] {
 		return nil, member.ErrNotConnected
 	}
-	return f.readers[c], nil
+	return memberRequests.Client(f.readers[c]), nil
 }
 
 // PodUsage is the member's pods summed per node, as they are since the
@@ -168,9 +173,9 @@ func (f *fakeMembers) GetClient(_ context.Context, c string) (client.Client, err
 		return nil, member.ErrNotConnected
 	}
 	if f.liveDelay > 0 {
-		return slowClient{Client: f.readers[c], delay: f.liveDelay}, nil
+		return memberRequests.Client(slowClient{Client: f.readers[c], delay: f.liveDelay}), nil
 	}
-	return f.readers[c], nil
+	return memberRequests.Client(f.readers[c]), nil
 }
 
 // slowClient is a member client whose reads take a round trip's time.

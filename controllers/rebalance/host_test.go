@@ -18,8 +18,10 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/memberrbac"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/paths"
+	"github.com/fedfailover/fedfailover/test/rbaccheck"
 	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
@@ -34,7 +36,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		os.Exit(1)
 	}
-	os.Exit(testenv.RunMain(m, func(cfg *rest.Config) error { hostCfg = cfg; return nil }, crds...))
+	code := testenv.RunMain(m, func(cfg *rest.Config) error { hostCfg = cfg; return nil }, crds...)
+	// Every request rebalance made to a member is one its role grants.
+	os.Exit(rbaccheck.After(code, &memberRequests, memberrbac.ByRebalance))
 }
 
 var namespaces atomic.Int32

@@ -74,6 +74,25 @@ func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
 	}
 }
 
+// A FederatedReplicaSet's replicas are the pods of the member ReplicaSet
+// of its name.
+func TestObserveFederatedReplicaSet(t *testing.T) {
+	fm := noMembers(t)
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "rs-web", Generation: 2},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(3))}, Status: appsv1.ReplicaSetStatus{ObservedGeneration: 2}}
+	fm.add(t, "member1", readyNode("n1", 20), rs, podOf("web-1", "rs-web", true), podOf("web-2", "rs-web", true),
+		podOf("other-1", "rs-other", true))
+	r := &Reconciler{members: fm}
+	w := workload{kind: "FederatedReplicaSet", name: "web"}
+	obs, err := r.observe(context.Background(), "member1", kubefedhealth.View{State: kubefedhealth.Ready}, "demo", w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !obs.Healthy || obs.Running != 2 || obs.Assigned != 3 || !obs.AssignedObserved {
+		t.Errorf("observation %+v, want 2 running of the 3 assigned to the ReplicaSet, observed", obs)
+	}
+}
+
 func TestCurrentReplicaSet(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "d", Annotations: map[string]string{revisionAnnotation: "3"}}}
 	sets := []appsv1.ReplicaSet{*replicaSet("a", "a", "3", "other"), *replicaSet("b", "b", "2", "d"), *replicaSet("c", "c", "3", "d")}

@@ -119,8 +119,8 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	if wait, ok := r.settled(key, res, now); !ok {
 		res = planner.ReleaseResult{Result: planner.Result{Clusters: rsp.Spec.Clusters, TotalReplicas: rsp.Spec.TotalReplicas,
 			Reason: planner.ReasonWaitingForReplicas}, Waiting: res.Waiting, StepsLeft: res.StepsLeft}
-		res.Waiting = append(res.Waiting, planner.ReleaseWait{Member: "", Reason: waitSettle, Ready: int64(wait.Round(time.Second) / time.Second)})
-		r.reportReleaseStep(ctx, pol, rsp, res, releaseMessage(res, params.Steps))
+		msg := releaseMessage(res, params.Steps) + fmt.Sprintf("; the replicas moved back are Ready: the others give theirs up once that has held for %s", releaseSettle)
+		r.reportReleaseStep(ctx, pol, rsp, res, msg)
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if res.Changed {
@@ -158,9 +158,6 @@ func (r *Reconciler) release(ctx context.Context, rsp *fedschedv1a1.ReplicaSched
 	// connections queue the next pass; the resync catches the rest.
 	return ctrl.Result{RequeueAfter: r.opts.Resync}, nil
 }
-
-// waitSettle is a release's own wait: a break held for releaseSettle.
-const waitSettle = "Settling"
 
 // settled says whether res may be written now: anything but a break at
 // once; a break once the same break has been ready for releaseSettle on
@@ -383,8 +380,6 @@ func releaseMessage(res planner.ReleaseResult, steps int32) string {
 			parts = append(parts, fmt.Sprintf("waiting for %s's replicas to be Ready (%d of %d)", w.Member, w.Ready, w.Has))
 		case planner.WaitKubefed:
 			parts = append(parts, fmt.Sprintf("waiting for kubefed to give %s its %d replicas", w.Member, w.Has))
-		case waitSettle:
-			parts = append(parts, fmt.Sprintf("the replicas moved back are Ready; the others give theirs up once that has held for %s (%ds to go)", releaseSettle, w.Ready))
 		}
 	}
 	if len(parts) == 0 {

@@ -60,9 +60,13 @@ func NodeNames(ctx context.Context, r client.Reader, s *Snapshot, cluster string
 
 // memberMachines maps the member's nodes to their Machines as the
 // controllers do (internal/capimap); no Cluster API, or no Cluster for the
-// member, is no Machine, not an error.
+// member, is no Machine, not an error; neither is a member whose Machines
+// are in a management cluster (completion reads the host alone).
 func memberMachines(ctx context.Context, r client.Reader, s *Snapshot, cluster string) (map[string]*clusterv1.Machine, error) {
-	capi, cl, err := memberCAPICluster(ctx, r, s, cluster)
+	capi, cl, _, note, err := memberCAPICluster(ctx, MachineSource{Host: r}, s, cluster)
+	if note != "" {
+		return nil, nil
+	}
 	if err != nil {
 		_, err := mappingNote(err, resClusters, "")
 		return nil, err

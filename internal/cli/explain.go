@@ -16,6 +16,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/capimap"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/policy"
 )
@@ -69,7 +70,10 @@ type StormView struct {
 
 // MachineView is what the host's Machine says about the node.
 type MachineView struct {
-	Name       string       `json:"name"`
+	Name string `json:"name"`
+	// Source is where it was read when not in the host: the member's
+	// management cluster.
+	Source     string       `json:"source,omitempty"`
 	Deleting   *metav1.Time `json:"deletionTimestamp,omitempty"`
 	Conditions []string     `json:"conditions,omitempty"`
 }
@@ -83,34 +87,73 @@ type FencingView struct {
 	AssumeFencedAt *time.Time `json:"assumeFencedAt,omitempty"`
 }
 
+// MachineSource is where explain reads Cluster API objects: the host, and
+// for members whose KubeFedCluster names a management cluster
+// (contract.AnnotationCAPIManagementCluster) that cluster, reached with a
+// context of the user's own kubeconfig (--management-context), never with
+// the manager's kubeconfig Secret.
+type MachineSource struct {
+	Host client.Reader
+	// Management reads the management cluster; nil when no
+	// --management-context was given.
+	Management client.Reader
+	// ManagementContext names the kubeconfig context of Management.
+	ManagementContext string
+}
+
 // memberCAPICluster finds the member's Cluster API Cluster as the
-// controllers do (internal/capimap), from its KubeFedCluster's annotations.
-func memberCAPICluster(ctx context.Context, r client.Reader, s *Snapshot, cluster string) (capimap.Reader, types.NamespacedName, error) {
+// controllers do (internal/capimap), from its KubeFedCluster's annotations,
+// in the host or in its management cluster. where is "" for the host, else
+// says which management cluster was read; a note says why none could be.
+func memberCAPICluster(ctx context.Context, src MachineSource, s *Snapshot, cluster string) (capi capimap.Reader, cl types.NamespacedName, where, note string, err error) {
 	m := capimap.Member{Name: cluster}
 	if k := s.cluster(cluster); k != nil {
 		m = capimap.MemberOf(k)
 	}
-	capi := capimap.Reader{Reader: r}
-	cl, err := capi.Cluster(ctx, m)
-	return capi, cl, err
+	capi = capimap.Reader{Reader: src.Host}
+	secret, inManagement, derr := contract.DecodeCAPIManagementCluster(m.Annotations)
+	switch {
+	case derr != nil:
+		return capi, cl, "", fmt.Sprintf("member %s's Machines are in a management cluster, but its KubeFedCluster's annotation is unusable, so fedfailover uses no Machine evidence for it: %v", cluster, derr), nil
+	case inManagement && src.Management == nil:
+		return capi, cl, "", fmt.Sprintf("member %s's Cluster API objects are in a management cluster (annotation %s=%s, the manager's kubeconfig Secret): "+
+			"pass --management-context with a context of your kubeconfig for that cluster to read its Machine", cluster, contract.AnnotationCAPIManagementCluster, secret), nil
+	case inManagement:
+		capi.Reader = src.Management
+		where = fmt.Sprintf("management cluster (context %s)", src.ManagementContext)
+	}
+	cl, err = capi.Cluster(ctx, m)
+	return capi, cl, where, "", err
 }
 
-// FindMachine returns the host's Machine of a member node, found as the
-// controllers find it (internal/capimap). Nil with a note when there is
-// none: no Cluster API CRDs, no Cluster for the member, no Machine for the
-// node.
-func FindMachine(ctx context.Context, r client.Reader, s *Snapshot, cluster, node string) (*clusterv1.Machine, string, error) {
-	capi, cl, err := memberCAPICluster(ctx, r, s, cluster)
+// FindMachine returns the Machine of a member node, found as the
+// controllers find it (internal/capimap), in the host or in the member's
+// management cluster (where names it; empty for the host). Nil with a note
+// when there is none: no Cluster API CRDs, no Cluster for the member, no
+// Machine for the node, a management cluster not given.
+func FindMachine(ctx context.Context, src MachineSource, s *Snapshot, cluster, node string) (m *clusterv1.Machine, where, note string, err error) {
+	capi, cl, where, note, err := memberCAPICluster(ctx, src, s, cluster)
+	if note != "" {
+		return nil, "", note, nil
+	}
 	if err != nil {
 		note, err := mappingNote(err, resClusters, "")
-		return nil, note, err
+		return nil, where, note, inManagement(err, src, where)
 	}
-	m, err := capi.MachineForNode(ctx, cl, node)
+	m, err = capi.MachineForNode(ctx, cl, node)
 	if err != nil {
 		note, err := mappingNote(err, resMachines, cl.Namespace)
-		return nil, note, err
+		return nil, where, note, inManagement(err, src, where)
 	}
-	return m, "", nil
+	return m, where, "", nil
+}
+
+// inManagement says that a failed read was of the management cluster.
+func inManagement(err error, src MachineSource, where string) error {
+	if err == nil || where == "" {
+		return err
+	}
+	return fmt.Errorf("reading the %s: %w", where, err)
 }
 
 // mappingNote turns an error of the mapping that only says what is missing
@@ -131,9 +174,10 @@ func mappingNote(err error, res resource, namespace string) (string, error) {
 	return "", explained
 }
 
-// BuildExplanation explains one node from the snapshot and its Machine;
-// machineNote explains a nil machine (e.g. Cluster API not installed).
-func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Machine, machineNote string) (Explanation, error) {
+// BuildExplanation explains one node from the snapshot and its Machine
+// (read where says: "" for the host); machineNote explains a nil machine
+// (e.g. Cluster API not installed).
+func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Machine, where, machineNote string) (Explanation, error) {
 	if s.cluster(cluster) == nil && !s.anyMemberStatus(cluster) && !s.hasRecords(cluster) {
 		return Explanation{}, fmt.Errorf("unknown member cluster %q (KubeFedClusters: %s)", cluster, strings.Join(s.clusterNames(), ", "))
 	}
@@ -155,6 +199,7 @@ func BuildExplanation(s *Snapshot, cluster, node string, machine *clusterv1.Mach
 	switch {
 	case machine != nil:
 		e.Machine = machineView(machine)
+		e.Machine.Source = where
 	case machineNote != "":
 		e.Notes = append(e.Notes, machineNote)
 	default:

@@ -72,7 +72,7 @@ func TestFindMachineNotes(t *testing.T) {
 					snap.Clusters[i].Annotations = map[string]string{contract.AnnotationCAPICluster: c.annotation}
 				}
 			}
-			m, note, err := FindMachine(t.Context(), r, snap, c.cluster, c.node)
+			m, _, note, err := FindMachine(t.Context(), MachineSource{Host: r}, snap, c.cluster, c.node)
 			switch {
 			case c.err != "":
 				if err == nil || !strings.Contains(err.Error(), c.err) {
@@ -86,5 +86,67 @@ func TestFindMachineNotes(t *testing.T) {
 				t.Fatalf("machine %v, note %q; want none and a note with %q", m, note, c.note)
 			}
 		})
+	}
+}
+
+// TestFindMachineInTheManagementCluster: a member whose KubeFedCluster names
+// a management cluster has its Machine read there (--management-context),
+// never from the host, where a Machine of the same names may exist; without
+// the context, a note says how to give it.
+func TestFindMachineInTheManagementCluster(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := func(m *clusterv1.Machine) []client.Object {
+		m.Spec.ClusterName, m.Status.NodeRef.Name = "member1", "m1-node-1"
+		return []client.Object{&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "member1"},
+			Spec: clusterv1.ClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "member1.example", Port: 6443}}}, m}
+	}
+	// The host has a healthy lookalike; the management cluster the real,
+	// fenced one.
+	host := fake.NewClientBuilder().WithScheme(s).WithObjects(objs(machine("fleet", "m1-node-1", false, clusterv1.MachineInfrastructureReadyReason))...).Build()
+	fenced := machine("fleet", "m1-node-1", true, clusterv1.MachineInfrastructureDeletedReason)
+	mgmt := fake.NewClientBuilder().WithScheme(s).WithObjects(objs(fenced)...).Build()
+	snap := fixture()
+	for i := range snap.Clusters {
+		if snap.Clusters[i].Name == "member1" {
+			snap.Clusters[i].Annotations = map[string]string{contract.AnnotationCAPIManagementCluster: "mgmt-kubeconfig"}
+		}
+	}
+
+	m, _, note, err := FindMachine(t.Context(), MachineSource{Host: host}, snap, "member1", "m1-node-1")
+	if err != nil || m != nil || !strings.Contains(note, "--management-context") || !strings.Contains(note, "mgmt-kubeconfig") {
+		t.Fatalf("without a management context: machine %v, note %q, error %v; want none and how to read it", m, note, err)
+	}
+	m, where, note, err := FindMachine(t.Context(), MachineSource{Host: host, Management: mgmt, ManagementContext: "capi-mgmt"}, snap, "member1", "m1-node-1")
+	if err != nil || m == nil || m.DeletionTimestamp == nil || where != "management cluster (context capi-mgmt)" || note != "" {
+		t.Fatalf("machine %v, where %q, note %q, error %v; want the management cluster's", m, where, note, err)
+	}
+	e, err := BuildExplanation(snap, "member1", "m1-node-1", m, where, note)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := RenderExplanation(&out, e, snap.Now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Read from:", "management cluster (context capi-mgmt)", "from the Machine in the management cluster (context capi-mgmt)", "Fenced:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if e.Fencing == nil || !e.Fencing.Fenced {
+		t.Errorf("fencing %+v, want fenced by the management cluster's Machine", e.Fencing)
+	}
+
+	// A failed read of the management cluster says which cluster it was.
+	down := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")
+		}}).Build()
+	if _, _, _, err := FindMachine(t.Context(), MachineSource{Host: host, Management: down, ManagementContext: "capi-mgmt"}, snap, "member1", "m1-node-1"); err == nil ||
+		!strings.Contains(err.Error(), "management cluster (context capi-mgmt)") {
+		t.Errorf("error %v, want one naming the management cluster", err)
 	}
 }

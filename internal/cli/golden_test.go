@@ -99,7 +99,7 @@ func TestExplainGolden(t *testing.T) {
 			if name == "explain-not-covered" {
 				s.Policies[0].Spec.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "edge"}}
 			}
-			e, err := BuildExplanation(s, c.cluster, c.node, c.machine, c.note)
+			e, err := BuildExplanation(s, c.cluster, c.node, c.machine, "", c.note)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestExplainGolden(t *testing.T) {
 }
 
 func TestExplainUnknownCluster(t *testing.T) {
-	if _, err := BuildExplanation(fixture(), "nope", "n", nil, ""); err == nil {
+	if _, err := BuildExplanation(fixture(), "nope", "n", nil, "", ""); err == nil {
 		t.Fatal("want an error for an unknown member")
 	}
 }

@@ -101,7 +101,7 @@ func TestReportsAreTypedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := BuildExplanation(s, "member1", "m1-node-2", nil, "")
+	e, err := BuildExplanation(s, "member1", "m1-node-2", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestStormFromRecoveryGuard(t *testing.T) {
 			t.Errorf("member %s storm %v, want %v", m.Name, m.StormActive, want)
 		}
 	}
-	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "")
+	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestExplainFinishedRecords(t *testing.T) {
 	older.Status.TaintPreexisting = true
 	dry.Status.LostTaint = v1alpha1.LostTaintOwned
 	s.Records = append(s.Records, older, dry)
-	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "")
+	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestExplainFinishedRecords(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"- member1.m1-node-1.77aa (finished)", "Reason:       KubeletBack", "dry run: decided and reported",
-		"Reason:       NodeReplaced", "out-of-service taint was there before fedfailover",
+		"Reason:       NodeReplaced", "out-of-service taint not added by fedfailover",
 		"NoSchedule taint failover.fedfailover.io/lost added by fedfailover before the force deletion", "Finished:     2026-11-30T11:15:00Z (45m ago)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain lacks %q:\n%s", want, out)
@@ -117,7 +117,7 @@ func TestExplainFinishedRecords(t *testing.T) {
 func TestExplainMemberOnlyInRecords(t *testing.T) {
 	s := fixture()
 	s.Records = append(s.Records, record("gone.n1.aa", "gone", "n1", time.Hour))
-	e, err := BuildExplanation(s, "gone", "n1", nil, "")
+	e, err := BuildExplanation(s, "gone", "n1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestTwoActiveRecords(t *testing.T) {
 	newer := record("member3.m3-node-1.newer", "member3", "m3-node-1", time.Minute)
 	newer.Status.Phase = v1alpha1.RecoveryPhaseSuspended
 	s.Records = append(s.Records, newer)
-	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "")
+	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestExplainRemediation(t *testing.T) {
 		Namespace: "fence", Name: "member1.m1-node-1.33cc", UID: "r1", RequestedAt: *ago(time.Minute)}
 	waiting.Status.Message = "waiting for remediation LabRemediation fence/member1.m1-node-1.33cc since 2026-11-30T11:59:00Z (timeout 5m0s)"
 	s.Records = append(s.Records, waiting)
-	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "")
+	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestExplainRemediation(t *testing.T) {
 	waiting.Status.Remediation.Foreign, waiting.Status.Remediation.Result = true, v1alpha1.RemediationFailed
 	waiting.Status.Remediation.Message = "remediation LabRemediation fence/member1.m1-node-1.33cc failed: Succeeded=False, reason AgentFailed"
 	s.Records[len(s.Records)-1] = waiting
-	if e, err = BuildExplanation(s, "member1", "m1-node-1", nil, ""); err != nil {
+	if e, err = BuildExplanation(s, "member1", "m1-node-1", nil, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(e.Verdict, "Not recovered: remediation LabRemediation") {

@@ -39,7 +39,7 @@ func RenderExplanation(w io.Writer, e Explanation, now time.Time) error {
 		p.storm(e.Storm)
 	}
 	p.machine(e.Machine)
-	p.fencing(e.Fencing)
+	p.fencing(e.Fencing, e.Machine)
 	p.decisions(e.Decisions)
 	p.list(0, "Notes", e.Notes)
 	return p.err
@@ -106,15 +106,22 @@ func (d *describer) machine(m *MachineView) {
 	}
 	d.line(0, "Machine:")
 	d.field(1, "Name", m.Name)
+	if m.Source != "" {
+		d.field(1, "Read from", m.Source)
+	}
 	d.field(1, "Deleting since", d.when(m.Deleting))
 	d.list(1, "Conditions", m.Conditions)
 }
 
-func (d *describer) fencing(f *FencingView) {
+func (d *describer) fencing(f *FencingView, m *MachineView) {
 	if f == nil {
 		return
 	}
-	d.line(0, "Fencing verdict (now, from the host's Machine, node assumed not Ready):")
+	from := "the host's Machine"
+	if m != nil && m.Source != "" {
+		from = "the Machine in the " + m.Source
+	}
+	d.line(0, "Fencing verdict (now, from "+from+", node assumed not Ready):")
 	d.field(1, "Fenced", fmt.Sprintf("%s (%s)", yesNo(f.Fenced), f.Reason))
 	if f.AssumeFencedAt != nil {
 		t := metav1.NewTime(*f.AssumeFencedAt)
@@ -227,7 +234,7 @@ func recordFlags(st v1alpha1.NodeRecoveryRecordStatus) []string {
 		out = append(out, "migrated from an older fedfailover's node annotations: its taint is never removed by fedfailover")
 	}
 	if st.TaintPreexisting {
-		out = append(out, "out-of-service taint was there before fedfailover: never removed by it")
+		out = append(out, "out-of-service taint not added by fedfailover (there before its act, or added by someone else before its patch): never removed by it")
 	}
 	switch st.LostTaint {
 	case v1alpha1.LostTaintOwned:

@@ -45,7 +45,24 @@ func renderMembers(w io.Writer, v StatusView, wide bool) error {
 		}
 		t.add(row...)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return deniedHint(w, v.Members)
+}
+
+// deniedHint names, under the members, each member that refuses requests
+// fedfailover makes: connected or not, what needs the permission fails.
+func deniedHint(w io.Writer, members []MemberRow) error {
+	for _, m := range members {
+		if m.Reason != v1alpha1.ReasonMemberPermissionDenied {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "%s refuses requests of fedfailover's (%s): %s\n", m.Name, m.Reason, oneLine(m.Message)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func connected(c *bool) string {
@@ -87,7 +104,7 @@ func conditionMessages(p PolicyRow) string {
 		v1alpha1.ConditionStormActive: "False", v1alpha1.ConditionFencingBlocked: "False", v1alpha1.ConditionRemediating: "False", v1alpha1.ConditionRebalancing: "False",
 		v1alpha1.ConditionOverlapping: "False", v1alpha1.ConditionRebalanceSuspended: "False",
 		v1alpha1.ConditionTaintRemovalPending: "False", v1alpha1.ConditionMachineEvidenceUnavailable: "False",
-		v1alpha1.ConditionFailoverReady: "True"}
+		v1alpha1.ConditionFailoverReady: "True", v1alpha1.ConditionMemberPermissionDenied: "False"}
 	var parts []string
 	for _, c := range p.Conditions {
 		if want, known := good[c.Type]; (!known || string(c.Status) != want) && c.Message != "" {

@@ -19,7 +19,7 @@ func TestExplainNamesTheGoverningPolicy(t *testing.T) {
 	young := defaultPolicy()
 	young.Name, young.CreationTimestamp, young.Status = "a-young", *ago(time.Minute), v1alpha1.FailoverPolicyStatus{}
 	s.Policies = append([]v1alpha1.FailoverPolicy{young}, s.Policies...)
-	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "")
+	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestInvalidSelectorAnswers(t *testing.T) {
 		t.Errorf("invalid clusterSelector selects %d members", got)
 	}
 	s.Policies[0].Status.Recoveries = nil
-	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "")
+	e, err := BuildExplanation(s, "member3", "m3-node-1", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,14 @@ const AnnotationRebalance = "failover.fedfailover.io/rebalance"
 // or a bare name (see CAPIClusterRef).
 const AnnotationCAPICluster = "failover.fedfailover.io/capi-cluster"
 
+// AnnotationCAPIManagementCluster on a KubeFedCluster says that the
+// member's Cluster API objects (its Cluster, its Machines) live in a
+// management cluster, not in the host: its value is the name of a Secret in
+// the KubeFedCluster's own namespace (the kubefed namespace) holding a
+// kubeconfig of that cluster (see DecodeCAPIManagementCluster). Only a
+// name: a reference to another namespace is never followed.
+const AnnotationCAPIManagementCluster = "failover.fedfailover.io/capi-management-cluster"
+
 // FinalizerNodeRecovery on a FailoverPolicy with node recovery: before the
 // policy goes, its NodeRecovery records that prove a taint is fedfailover's
 // are cleaned up or released from its ownership.
@@ -81,3 +89,17 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedByValue = "fedfailover"
 )
+
+// AnnotationCredentialsSecret on a KubeFedCluster names a Secret, in the
+// kubefed namespace, whose `token` fedfailover uses for that member
+// instead of the one of kubefed's `spec.secretRef` (least-privilege mode,
+// see docs/members.md). Only a bare name: a reference never leaves the
+// kubefed namespace, and the endpoint, CA and TLS options stay the
+// KubeFedCluster's.
+const AnnotationCredentialsSecret = "failover.fedfailover.io/credentials-secret"
+
+// LabelCredentialsFor must be on the Secret AnnotationCredentialsSecret
+// names, with the KubeFedCluster's name as its value: whoever creates the
+// Secret says which member its token is for, so an annotation alone cannot
+// send one member's token to another member's endpoint.
+const LabelCredentialsFor = "failover.fedfailover.io/credentials-for"

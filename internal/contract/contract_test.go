@@ -200,3 +200,26 @@ func TestCAPIClusterRef(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodeCAPIManagementCluster(t *testing.T) {
+	cases := []struct {
+		value   string
+		want    string
+		set     bool
+		wantErr string
+	}{
+		{"", "", false, ""},
+		{"mgmt-kubeconfig", "mgmt-kubeconfig", true, ""},
+		{"other-ns/mgmt-kubeconfig", "", true, "references to another namespace are not followed"},
+		{"Not_A_Name", "", true, "is not a Secret name"},
+	}
+	for _, c := range cases {
+		got, set, err := DecodeCAPIManagementCluster(map[string]string{AnnotationCAPIManagementCluster: c.value})
+		if got != c.want || set != c.set || (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("%q: got %q %v %v, want %q %v %q", c.value, got, set, err, c.want, c.set, c.wantErr)
+		}
+	}
+	if _, set, err := DecodeCAPIManagementCluster(nil); set || err != nil {
+		t.Errorf("absent: set %v err %v", set, err)
+	}
+}

@@ -23,10 +23,17 @@ const NodeLeaseNamespace = "kube-node-lease"
 // DefaultLeaseDuration is the kubelet's nodeLeaseDurationSeconds default.
 const DefaultLeaseDuration = 40 * time.Second
 
-// LeaseSilenceMargin is added to the renew interval before a Lease not
-// renewed counts as silent: the kubelet's jitter (4 %), a slow request, the
-// API server's and fedfailover's own latencies.
-const LeaseSilenceMargin = 4 * time.Second
+// LeaseSilenceMargin is added to the renew interval and the kubelet's
+// jitter before a Lease not renewed counts as silent: the time the
+// kubelet's own write takes (the next interval starts when it returns) and
+// the API server's latency. It is not the proof that the machine is off
+// (the Machine evidence is): it only has to make a kubelet that renews on
+// time never look silent.
+const LeaseSilenceMargin = time.Second
+
+// leaseRenewJitter is the kubelet's jitter on its renew interval
+// (k8s.io/component-helpers' lease controller waits up to 4 % longer).
+const leaseRenewJitter = 25 // an interval's 1/25th: 4 %
 
 // MinLeaseSilence bounds the silence window from below, whatever the Lease
 // says its duration is: a short spec.leaseDurationSeconds written by someone
@@ -78,13 +85,15 @@ func Renewed(first, later LeaseReading) bool {
 
 // SilenceWindow is how long a Lease must stay unchanged between two of
 // fedfailover's readings to count as not renewed: one renew interval
-// (a quarter of the duration) plus LeaseSilenceMargin, at least
-// MinLeaseSilence.
+// (a quarter of the duration) and its 4 % jitter, plus
+// LeaseSilenceMargin, at least MinLeaseSilence. 11.4 s for the kubelet's
+// default 40 s.
 func SilenceWindow(duration time.Duration) time.Duration {
 	if duration <= 0 {
 		duration = DefaultLeaseDuration
 	}
-	return max(duration/4+LeaseSilenceMargin, MinLeaseSilence)
+	interval := duration / 4
+	return max(interval+interval/leaseRenewJitter+LeaseSilenceMargin, MinLeaseSilence)
 }
 
 // LeaseSighting is what fedfailover's own readings of one Node's Lease say:

@@ -32,13 +32,13 @@ func TestSilenceWindow(t *testing.T) {
 		duration time.Duration
 		want     time.Duration
 	}{
-		{0, 14 * time.Second},                  // the kubelet's default 40 s: renewed every 10 s
-		{40 * time.Second, 14 * time.Second},   // the same, explicit
-		{8 * time.Second, 6 * time.Second},     // the lab's: renewed every 2 s
-		{2 * time.Second, MinLeaseSilence},     // never shorter than the floor
-		{120 * time.Second, 34 * time.Second},  // a long Lease: a long wait
-		{-5 * time.Second, 14 * time.Second},   // nonsense: the default
-		{400 * time.Second, 104 * time.Second}, // no cap
+		{0, 11400 * time.Millisecond},                 // the kubelet's default 40 s: renewed every 10 s (up to 10.4 s)
+		{40 * time.Second, 11400 * time.Millisecond},  // the same, explicit
+		{8 * time.Second, MinLeaseSilence},            // the lab's: renewed every 2 s, the floor
+		{2 * time.Second, MinLeaseSilence},            // never shorter than the floor
+		{120 * time.Second, 32200 * time.Millisecond}, // a long Lease: a long wait
+		{-5 * time.Second, 11400 * time.Millisecond},  // nonsense: the default
+		{400 * time.Second, 105 * time.Second},        // no cap
 	} {
 		if got := SilenceWindow(tc.duration); got != tc.want {
 			t.Errorf("SilenceWindow(%s) = %s, want %s", tc.duration, got, tc.want)
@@ -51,6 +51,7 @@ func TestSilenceWindow(t *testing.T) {
 // renewTime (the kubelet's clock) is compared only with itself.
 func TestLeaseSilence(t *testing.T) {
 	const uid = types.UID("uid-n1")
+	w := SilenceWindow(40 * time.Second)
 	read := func(rv string, renew time.Time) LeaseReading { return ReadLease(lease(rv, renew, 40, uid), uid) }
 	// The kubelet's clock is a year off: it changes nothing.
 	kubeletClock := t0.Add(-365 * 24 * time.Hour)
@@ -70,20 +71,20 @@ func TestLeaseSilence(t *testing.T) {
 		firstAtWant time.Duration
 	}{
 		{name: "one reading is no silence", steps: []step{{0, read("1", kubeletClock), uid}},
-			remaining: 14 * time.Second, why: "read unchanged for 0s only"},
-		{name: "unchanged for 13s: not yet", steps: []step{{0, read("1", kubeletClock), uid}, {13 * time.Second, read("1", kubeletClock), uid}},
+			remaining: w, why: "read unchanged for 0s only"},
+		{name: "unchanged for 1s less than the window: not yet", steps: []step{{0, read("1", kubeletClock), uid}, {w - time.Second, read("1", kubeletClock), uid}},
 			remaining: time.Second},
-		{name: "unchanged for 14s: silent", steps: []step{{0, read("1", kubeletClock), uid}, {14 * time.Second, read("1", kubeletClock), uid}},
-			silent: true, silentFor: 14 * time.Second},
+		{name: "unchanged for the window: silent", steps: []step{{0, read("1", kubeletClock), uid}, {w, read("1", kubeletClock), uid}},
+			silent: true, silentFor: w},
 		{name: "renewed in between: silence starts again", steps: []step{{0, read("1", kubeletClock), uid},
 			{10 * time.Second, read("2", kubeletClock.Add(10*time.Second)), uid}, {20 * time.Second, read("2", kubeletClock.Add(10*time.Second)), uid}},
-			remaining: 4 * time.Second, renewed: true, firstAtWant: 10 * time.Second},
+			remaining: w - 10*time.Second, renewed: true, firstAtWant: 10 * time.Second},
 		{name: "renewTime changed, same resourceVersion: renewed", steps: []step{{0, read("1", kubeletClock), uid},
 			{20 * time.Second, read("1", kubeletClock.Add(time.Second)), uid}},
-			remaining: 14 * time.Second, renewed: true, firstAtWant: 20 * time.Second},
+			remaining: w, renewed: true, firstAtWant: 20 * time.Second},
 		{name: "another Node of that name: starts afresh", steps: []step{{0, read("1", kubeletClock), uid},
 			{20 * time.Second, ReadLease(lease("1", kubeletClock, 40, "uid-new"), "uid-new"), "uid-new"}},
-			remaining: 14 * time.Second, firstAtWant: 20 * time.Second},
+			remaining: w, firstAtWant: 20 * time.Second},
 		{name: "a Lease owned by another Node is no proof", steps: []step{{0, ReadLease(lease("1", kubeletClock, 40, "uid-old"), uid), uid},
 			{60 * time.Second, ReadLease(lease("1", kubeletClock, 40, "uid-old"), uid), uid}},
 			why: "belongs to Node uid uid-old"},
@@ -91,7 +92,7 @@ func TestLeaseSilence(t *testing.T) {
 		// shorten the wait for that version (the window only grows).
 		{name: "window never shrinks", steps: []step{{0, read("1", kubeletClock), uid},
 			{8 * time.Second, ReadLease(lease("1", kubeletClock, 4, uid), uid), uid}},
-			remaining: 6 * time.Second},
+			remaining: w - 8*time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s LeaseSighting

@@ -17,8 +17,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 // TokenKey is the Secret data key kubefedctl join stores the member's
@@ -34,6 +37,14 @@ var (
 	ErrNoSecretRef      = errors.New("spec.secretRef.name is empty")
 	ErrMissingToken     = errors.New("secret has no non-empty \"token\" key")
 	ErrUnknownTLSOption = errors.New("spec.disabledTLSValidations has an unknown value")
+	// ErrInvalidCredentialsRef: the credentials-secret annotation is not
+	// the bare name of a Secret (a reference never leaves the kubefed
+	// namespace).
+	ErrInvalidCredentialsRef = errors.New("annotation " + contract.AnnotationCredentialsSecret +
+		" must be the name of a Secret in the KubeFedCluster's namespace")
+	// ErrCredentialsNotForMember: the Secret the annotation names does not
+	// say it holds credentials for this member.
+	ErrCredentialsNotForMember = errors.New("secret is not labelled " + contract.LabelCredentialsFor + "=<this KubeFedCluster's name>")
 	// ErrInsecureEndpoint: an http:// endpoint would send the member's
 	// bearer token in clear; refused unless explicitly allowed.
 	ErrInsecureEndpoint = errors.New("spec.apiEndpoint uses http://, which sends the member's token in clear (allow it with --allow-insecure-member-endpoints)")
@@ -171,6 +182,39 @@ func relaxedTLS(caBundle []byte, host string, skip tlsSkips) *tls.Config {
 	}
 }
 
+// CredentialsSecret is the name of the Secret, in the KubeFedCluster's
+// namespace, whose token fedfailover uses for the member: the one the
+// annotation failover.fedfailover.io/credentials-secret names (own is
+// true), else kubefed's spec.secretRef. The annotation holds a bare name:
+// anything else is refused, never followed into another namespace. The
+// endpoint, CA, TLS options and proxy stay the KubeFedCluster's either way.
+func CredentialsSecret(kfc *kubefedv1beta1.KubeFedCluster) (name string, own bool, err error) {
+	v, ok := kfc.Annotations[contract.AnnotationCredentialsSecret]
+	if !ok {
+		if kfc.Spec.SecretRef.Name == "" {
+			return "", false, ErrNoSecretRef
+		}
+		return kfc.Spec.SecretRef.Name, false, nil
+	}
+	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+		return "", true, fmt.Errorf("%w: %q: %s", ErrInvalidCredentialsRef, v, errs[0])
+	}
+	return v, true, nil
+}
+
+// CheckCredentialsSecret refuses a Secret named by the credentials-secret
+// annotation unless it is labelled failover.fedfailover.io/credentials-for
+// with the KubeFedCluster's name: whoever writes Secrets in the kubefed
+// namespace says which member a token is for, so that whoever may only
+// annotate a KubeFedCluster cannot send another member's token (kubefed's
+// own Secrets carry no such label) to this member's endpoint.
+func CheckCredentialsSecret(kfc *kubefedv1beta1.KubeFedCluster, secret *corev1.Secret) error {
+	if got := secret.Labels[contract.LabelCredentialsFor]; got != kfc.Name {
+		return fmt.Errorf("secret %s/%s (label %q): %w", secret.Namespace, secret.Name, got, ErrCredentialsNotForMember)
+	}
+	return nil
+}
+
 // Fingerprint identifies everything a connection was built from, so a change
 // of endpoint, CA, TLS options, proxy or token (credential rotation) can be
 // noticed. It is a hash: the token cannot be recovered from it.
@@ -192,6 +236,7 @@ func Fingerprint(kfc *kubefedv1beta1.KubeFedCluster, secret *corev1.Secret) stri
 		write([]byte(v))
 	}
 	if secret != nil {
+		write([]byte(secret.Name))
 		write(secret.Data[TokenKey])
 	}
 	return hex.EncodeToString(h.Sum(nil))

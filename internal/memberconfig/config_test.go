@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
+
+	"github.com/fedfailover/fedfailover/internal/contract"
 )
 
 const token = "s3cr3t-token-value"
@@ -166,5 +168,53 @@ func TestFingerprint(t *testing.T) {
 		if fp == base {
 			t.Errorf("changing the %s does not change the fingerprint", name)
 		}
+	}
+}
+
+func TestCredentialsSecret(t *testing.T) {
+	k := kfc("https://a", nil)
+	if name, own, err := CredentialsSecret(k); err != nil || own || name != "m1-secret" {
+		t.Errorf("without the annotation: %q %v %v, want kubefed's m1-secret", name, own, err)
+	}
+	k.Annotations = map[string]string{contract.AnnotationCredentialsSecret: "m1-fedfailover"}
+	if name, own, err := CredentialsSecret(k); err != nil || !own || name != "m1-fedfailover" {
+		t.Errorf("with the annotation: %q %v %v", name, own, err)
+	}
+	// A reference never leaves the kubefed namespace, and an empty one is
+	// not kubefed's by default: refused, not ignored.
+	for _, v := range []string{"other-ns/m1-fedfailover", "", "../x", "UPPER", "a b"} {
+		k.Annotations[contract.AnnotationCredentialsSecret] = v
+		if _, own, err := CredentialsSecret(k); !errors.Is(err, ErrInvalidCredentialsRef) || !own {
+			t.Errorf("annotation %q: %v, want ErrInvalidCredentialsRef", v, err)
+		}
+	}
+	k.Annotations = nil
+	k.Spec.SecretRef.Name = ""
+	if _, _, err := CredentialsSecret(k); !errors.Is(err, ErrNoSecretRef) {
+		t.Errorf("no secretRef: %v", err)
+	}
+}
+
+func TestCheckCredentialsSecret(t *testing.T) {
+	k := kfc("https://a", nil)
+	s := secret(token)
+	for label, ok := range map[string]bool{"": false, "m2": false, "m1": true} {
+		s.Labels = map[string]string{}
+		if label != "" {
+			s.Labels[contract.LabelCredentialsFor] = label
+		}
+		err := CheckCredentialsSecret(k, s)
+		if ok != (err == nil) || (!ok && !errors.Is(err, ErrCredentialsNotForMember)) {
+			t.Errorf("label %q: %v", label, err)
+		}
+		if err != nil && strings.Contains(err.Error(), token) {
+			t.Error("the error holds the token")
+		}
+	}
+	// Which Secret a token came from is part of the connection's identity.
+	other := secret(token)
+	other.Name = "m1-fedfailover"
+	if Fingerprint(k, s) == Fingerprint(k, other) {
+		t.Error("the same token from another Secret has the same fingerprint")
 	}
 }

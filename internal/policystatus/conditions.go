@@ -58,9 +58,11 @@ type blocker struct{ what, reason, msg string } // what: the condition type, if 
 // the controllers wrote them (with any about to be applied). It is False,
 // with the reason of the first and the messages of all, while: a selector
 // cannot be parsed (from the spec itself), no member is selected or the
-// members cannot be listed, a storm suspends recovery, or a lost node
-// waits for fencing evidence. Disconnected members do not make it False:
-// rebalancing them away is the policy at work (MembersConnected says so).
+// members cannot be listed, a storm suspends recovery, a lost node waits
+// for fencing evidence, or a member refuses requests fedfailover makes (a
+// permission its credentials lack). Disconnected members do not make it
+// False: rebalancing them away is the policy at work (MembersConnected
+// says so).
 func Ready(pol *v1alpha1.FailoverPolicy, conds []metav1.Condition) metav1.Condition {
 	var bs []blocker
 	if pol.Spec.Paused {
@@ -73,7 +75,7 @@ func Ready(pol *v1alpha1.FailoverPolicy, conds []metav1.Condition) metav1.Condit
 		(c.Reason == v1alpha1.ReasonNoMembers || c.Reason == v1alpha1.ReasonListFailed) {
 		bs = append(bs, blocker{c.Type, c.Reason, c.Message})
 	}
-	for _, t := range []string{v1alpha1.ConditionStormActive, v1alpha1.ConditionFencingBlocked} {
+	for _, t := range []string{v1alpha1.ConditionStormActive, v1alpha1.ConditionFencingBlocked, v1alpha1.ConditionMemberPermissionDenied} {
 		if c := meta.FindStatusCondition(conds, t); c != nil && c.Status == metav1.ConditionTrue {
 			bs = append(bs, blocker{c.Type, c.Reason, c.Message})
 		}

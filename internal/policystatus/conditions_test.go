@@ -24,7 +24,10 @@ var (
 	noStorm      = cond(v1alpha1.ConditionStormActive, metav1.ConditionFalse, v1alpha1.ReasonNoStorm, "")
 	blocked      = cond(v1alpha1.ConditionFencingBlocked, metav1.ConditionTrue, v1alpha1.ReasonNoFencingEvidence, "member1/n1: not fenced")
 	notBlocked   = cond(v1alpha1.ConditionFencingBlocked, metav1.ConditionFalse, v1alpha1.ReasonNoBlockedNodes, "")
-	shifted      = cond(v1alpha1.ConditionRebalancing, metav1.ConditionTrue, v1alpha1.ReasonShifted, "demo/web: shifted")
+	denied       = cond(v1alpha1.ConditionMemberPermissionDenied, metav1.ConditionTrue, v1alpha1.ReasonMemberPermissionDenied,
+		"member member1: the member refused: patch nodes")
+	notDenied = cond(v1alpha1.ConditionMemberPermissionDenied, metav1.ConditionFalse, v1alpha1.ReasonNoPermissionDenied, "")
+	shifted   = cond(v1alpha1.ConditionRebalancing, metav1.ConditionTrue, v1alpha1.ReasonShifted, "demo/web: shifted")
 )
 
 func testPolicy(mut ...func(*v1alpha1.FailoverPolicy)) *v1alpha1.FailoverPolicy {
@@ -69,6 +72,11 @@ func TestReady(t *testing.T) {
 			status: metav1.ConditionFalse, reason: v1alpha1.ReasonStormActive, msg: []string{"StormActive: member1: 3 of 5 nodes lost"}},
 		{name: "fencing blocked", pol: testPolicy(), conds: []metav1.Condition{connected, noStorm, blocked},
 			status: metav1.ConditionFalse, reason: v1alpha1.ReasonNoFencingEvidence, msg: []string{"FencingBlocked: member1/n1"}},
+		{name: "a member refuses a permission", pol: testPolicy(), conds: []metav1.Condition{connected, noStorm, notBlocked, denied},
+			status: metav1.ConditionFalse, reason: v1alpha1.ReasonMemberPermissionDenied,
+			msg: []string{"MemberPermissionDenied: member member1: the member refused: patch nodes"}},
+		{name: "no refusal", pol: testPolicy(), conds: []metav1.Condition{connected, notDenied},
+			status: metav1.ConditionTrue, reason: v1alpha1.ReasonEnforcing},
 		{name: "storm first, every message kept", pol: testPolicy(), conds: []metav1.Condition{blocked, storm},
 			status: metav1.ConditionFalse, reason: v1alpha1.ReasonStormActive, msg: []string{"StormActive: ", "; FencingBlocked: "}},
 		{name: "invalid selector from the spec itself, before anything else",

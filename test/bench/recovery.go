@@ -184,8 +184,8 @@ out-of-service taint and closed the node's NodeRecovery record.
                            InfrastructureReady=False/InfrastructureDeleted).
                            fedfailover then reads the node's kubelet Lease
                            and finds it lost once the Lease stayed unchanged
-                           for a renew interval + 4 s (14 s with the 40 s
-                           Lease): (a) includes that silence window.
+                           for a renew interval + 4 % + 1 s (11.4 s with the
+                           40 s Lease): (a) includes that silence window.
                          NotReady: the later of the Machine evidence written
                            and the node lost: its Ready condition's
                            lastTransitionTime (written by kube-controller-

@@ -41,13 +41,26 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 		if f.Kind == Replace {
 			ev = lab.EvidenceMachineDeleted
 		}
+		late := f.Kind == PowerOff && f.EvidenceAfter > 0 && ev != lab.EvidenceNone
+		atOnce := ev
+		if late {
+			atOnce = lab.EvidenceNone
+		}
 		tr.Open(keyFault+f.Cluster, now())
-		if err := c.lab.PowerOff(ctx, f.Node, ev); err != nil {
+		if atOnce != lab.EvidenceNone {
+			tr.Open(keyEvidence+f.Node, now())
+		}
+		if err := c.lab.PowerOff(ctx, f.Node, atOnce); err != nil {
 			return nil, err
 		}
 		offAt := now()
 		tr.Close(keyAlive+f.Node, offAt)
+		stopLate := func() {}
+		if late {
+			stopLate = c.writeEvidenceLater(ctx, tr, f.Node, ev, f.EvidenceAfter)
+		}
 		return func(ctx context.Context) error {
+			stopLate() // no evidence written after the power-on starts
 			var err error
 			if f.Kind == Replace {
 				err = c.lab.Replace(ctx, f.Node)
@@ -64,6 +77,20 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 			tr.Open(keyAlive+f.Node, started)
 			if err == nil {
 				tr.Close(keyFault+f.Cluster, now())
+				tr.Close(keyEvidence+f.Node, now()) // cleared before the node's kwok started
+			}
+			return err
+		}, nil
+	case EvidenceAlive:
+		// The node stays alive in the truth: any act on it breaks I1.
+		tr.Open(keyEvidence+f.Node, now())
+		if err := c.lab.ApplyEvidence(ctx, f.Node, lab.Evidence(f.Evidence)); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			err := c.lab.Restore(ctx, f.Node) // clears the evidence; the kwok runs on
+			if err == nil {
+				tr.Close(keyEvidence+f.Node, now())
 			}
 			return err
 		}, nil
@@ -165,6 +192,34 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 		return func(ctx context.Context) error { return c.releasePods(ctx, f.Cluster) }, nil
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// writeEvidenceLater writes ev on node's Machine after d (from now), as
+// an infrastructure provider that reports a power-off late; the returned
+// stop cancels a write not yet made and waits for one under way.
+func (c *Campaign) writeEvidenceLater(ctx context.Context, tr *Truth, node string, ev lab.Evidence, d time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		tr.Open(keyEvidence+node, time.Now())
+		if err := c.lab.ApplyEvidence(ctx, node, ev); err != nil {
+			c.logf("    late evidence %s on %s: %v", ev, node, err)
+			return
+		}
+		c.logf("    late evidence %s written on %s", ev, node)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // kwokStarted is when the node's kwok process was last started.

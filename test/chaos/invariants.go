@@ -8,7 +8,7 @@ import (
 
 // Invariant names.
 const (
-	I1 = "I1" // no destructive act for a node whose process was alive
+	I1 = "I1" // no destructive act for a node whose process was alive, lately alive, or without evidence
 	I2 = "I2" // no out-of-service taint left on a Ready node
 	I3 = "I3" // never fewer Running replicas than kubefed alone could run, none moved off a healthy member
 	I4 = "I4" // convergence after the last fault
@@ -23,6 +23,13 @@ type Bounds struct {
 	// TaintOnReadyNode: I2 fails when fedfailover's taint stays this long on
 	// a node Ready for that long while fedfailover runs and reaches it.
 	TaintOnReadyNode time.Duration `json:"taintOnReadyNode"`
+	// KubeletSilence: I1 fails when a destructive act comes less than this
+	// after the node's process last ran. fedfailover reads a Lease
+	// unchanged over the silence window (5 s, the floor, for the lab's 8 s Lease)
+	// before it acts, and the earliest loss, by evidence, starts no sooner
+	// than the power-off; the bound leaves 1 s for the runner's truth,
+	// which closes a process's life only once the power-off has returned.
+	KubeletSilence time.Duration `json:"kubeletSilence"`
 	// Settle: a member counts for I3's bound once no capacity fault has
 	// touched it for this long (kubefed alone needs that to place again).
 	Settle time.Duration `json:"settle"`
@@ -38,7 +45,7 @@ type Bounds struct {
 
 // DefaultBounds are the bounds the campaign checks unless told otherwise.
 func DefaultBounds() Bounds {
-	return Bounds{TaintOnReadyNode: 60 * time.Second, Settle: 60 * time.Second, Short: 30 * time.Second,
+	return Bounds{TaintOnReadyNode: 60 * time.Second, KubeletSilence: 4 * time.Second, Settle: 60 * time.Second, Short: 30 * time.Second,
 		Converge: 5 * time.Minute, WritesPerMember: 120, WritesPerRSP: 12}
 }
 
@@ -118,11 +125,7 @@ func (c *Checker) report(key, inv string, at time.Time, format string, args ...a
 func (c *Checker) Act(a Act) {
 	if a.destructive() {
 		c.Acts = append(c.Acts, a)
-		if a.Node != "" && c.truth.Alive(a.Node, a.Time) {
-			c.report(fmt.Sprintf("I1/%s/%s/%s/%s", a.Kind, a.Namespace, a.Name, a.Time), I1, a.Time,
-				"%s %s %s/%s on %s/%s while the node's kwok process was alive (running or partitioned)",
-				a.Verb, a.Kind, a.Namespace, a.Name, a.Cluster, a.Node)
-		}
+		c.checkProof(a)
 	}
 	key := "member/" + a.Cluster
 	limit := c.bounds.WritesPerMember
@@ -143,6 +146,30 @@ func (c *Checker) Act(a Act) {
 	if len(w) > limit {
 		c.report("I5/"+key, I5, a.Time, "%d writes to %s within 60s (bound %d): last %s %s %s/%s",
 			len(w), key, limit, a.Verb, a.Resource, a.Namespace, a.Name)
+	}
+}
+
+// checkProof is I1 for one destructive act, against the lab's ground
+// truth: the node's process was dead at the act (a partitioned node's is
+// alive), and already for KubeletSilence before it (fedfailover found it
+// lost on a Lease it read unchanged over the silence window, or later by
+// its Ready condition); and the node's Machine may carry the lab's
+// power-off evidence (the live policy's only fencing evidence: without it
+// nothing proves the node off, however it was found lost).
+func (c *Checker) checkProof(a Act) {
+	if a.Node == "" {
+		return
+	}
+	key := fmt.Sprintf("I1/%s/%s/%s/%s", a.Kind, a.Namespace, a.Name, a.Time)
+	what := fmt.Sprintf("%s %s %s/%s on %s/%s", a.Verb, a.Kind, a.Namespace, a.Name, a.Cluster, a.Node)
+	switch {
+	case c.truth.Alive(a.Node, a.Time):
+		c.report(key, I1, a.Time, "%s while the node's kwok process was alive (running or partitioned)", what)
+	case c.truth.AliveWithin(a.Node, a.Time.Add(-c.bounds.KubeletSilence), a.Time):
+		c.report(key, I1, a.Time, "%s less than %s after the node's kwok process last ran: no Lease read unchanged over the silence window proves that",
+			what, c.bounds.KubeletSilence)
+	case !c.truth.Evidence(a.Node, a.Time):
+		c.report(key, I1, a.Time, "%s while the lab had written no power-off evidence on the node's Machine", what)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fedfailover/fedfailover/internal/fencing"
 )
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -27,7 +29,8 @@ func none(t *testing.T, c *Checker) {
 
 func TestI1DestructiveActsNeedADeadProcess(t *testing.T) {
 	tr := NewTruth(t0, testTopology)
-	tr.Close(keyAlive+"member1-node-0", at(10)) // powered off at +10s
+	tr.Open(keyEvidence+"member1-node-0", at(9)) // with its evidence
+	tr.Close(keyAlive+"member1-node-0", at(10))  // powered off at +10s
 	c := NewChecker(tr, DefaultBounds(), nil)
 	c.Act(Act{Cluster: "member1", Time: at(40), Kind: ActTaint, Verb: "patch", Resource: "nodes", Name: "member1-node-0", Node: "member1-node-0"})
 	c.Act(Act{Cluster: "member1", Time: at(41), Kind: ActPodDelete, Verb: "delete", Resource: "pods", Name: "db-0", Node: "member1-node-0"})
@@ -38,6 +41,72 @@ func TestI1DestructiveActsNeedADeadProcess(t *testing.T) {
 	only(t, c, I1)
 	if len(c.Acts) != 3 {
 		t.Fatalf("acts %v: want the three destructive ones", c.Acts)
+	}
+}
+
+// Evidence-first acts against the lab's ground truth: an act sooner after
+// the node's process last ran than a Lease read unchanged over the silence
+// window allows, an act on a node whose Machine the lab never gave
+// evidence (a power-off without evidence, evidence not yet written, or
+// cleared), and any act on a living node with evidence (the kubelet wins)
+// each break I1; an act on a node dead for the window, with evidence, is
+// what evidence-first detection does.
+func TestI1EvidenceFirstActsAgainstTruth(t *testing.T) {
+	const n0, n1 = "member1-node-0", "member1-node-1"
+	taint := func(node string, s float64) Act {
+		return Act{Cluster: "member1", Time: at(s), Kind: ActTaint, Verb: "patch", Resource: "nodes", Name: node, Node: node}
+	}
+	cases := []struct {
+		name  string
+		truth func(tr *Truth)
+		act   Act
+		want  string // "" when the act is allowed, else part of the message
+	}{
+		{"evidence-first: dead 5s, evidence", func(tr *Truth) {
+			tr.Open(keyEvidence+n0, at(10))
+			tr.Close(keyAlive+n0, at(10))
+		}, taint(n0, 15), ""},
+		{"within the silence window", func(tr *Truth) {
+			tr.Open(keyEvidence+n0, at(10))
+			tr.Close(keyAlive+n0, at(10))
+		}, taint(n0, 13), "less than 4s after the node's kwok process last ran"},
+		{"power-off without evidence", func(tr *Truth) {
+			tr.Close(keyAlive+n0, at(10))
+		}, taint(n0, 40), "no power-off evidence"},
+		{"NotReady path before the late evidence", func(tr *Truth) {
+			tr.Close(keyAlive+n0, at(10))
+			tr.Open(keyEvidence+n0, at(45))
+		}, taint(n0, 40), "no power-off evidence"},
+		{"NotReady path after the late evidence", func(tr *Truth) {
+			tr.Close(keyAlive+n0, at(10))
+			tr.Open(keyEvidence+n0, at(45))
+		}, taint(n0, 46), ""},
+		{"evidence cleared at the power-on", func(tr *Truth) {
+			tr.Open(keyEvidence+n0, at(10))
+			tr.Close(keyAlive+n0, at(10))
+			tr.Close(keyEvidence+n0, at(30))
+			tr.Open(keyAlive+n0, at(31))
+		}, taint(n0, 30.5), "no power-off evidence"},
+		{"evidence on a living node", func(tr *Truth) {
+			tr.Open(keyEvidence+n1, at(10))
+		}, Act{Cluster: "member1", Time: at(30), Kind: ActPodDelete, Verb: "delete", Resource: "pods", Namespace: "ns", Name: "db-0", Node: n1},
+			"while the node's kwok process was alive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTruth(t0, testTopology)
+			tc.truth(tr)
+			c := NewChecker(tr, DefaultBounds(), nil)
+			c.Act(tc.act)
+			if tc.want == "" {
+				none(t, c)
+				return
+			}
+			only(t, c, I1)
+			if msg := c.Violations()[0].Message; !strings.Contains(msg, tc.want) {
+				t.Fatalf("message %q, want it to say %q", msg, tc.want)
+			}
+		})
 	}
 }
 
@@ -180,4 +249,33 @@ func TestI3NoReplicasMovedOffAHealthyMember(t *testing.T) {
 		}
 		none(t, c)
 	})
+}
+
+// A member's kube-scheduler that lost track of a pod says so in its log;
+// the campaign names that fault (and restarts that scheduler) instead of
+// carrying it into every later run.
+func TestCorruptionLinesFindTheSchedulersOwnMessage(t *testing.T) {
+	log := `I1205 03:36:59.000000   14944 schedule_one.go:1] "Successfully bound pod to node" pod="chaos-db/db-0"
+E1205 03:37:20.785874   14944 cache.go:662] "Pod updated on a different node than previously added to. Scheduler cache is corrupted and can badly affect scheduling decisions" pod="chaos-db/db-0"
+E1205 03:38:00.142539   14944 configmap_cafile_content.go:246] "Unhandled Error" err="missing content for CA bundle"`
+	got := corruptionLines(log)
+	if len(got) != 1 || !strings.Contains(got[0], "chaos-db/db-0") {
+		t.Fatalf("corruption lines %q, want the one cache.go line", got)
+	}
+	if n := len(corruptionLines("I1205 all fine\n")); n != 0 {
+		t.Fatalf("%d corruption lines in a healthy log", n)
+	}
+}
+
+// I1's silence bound is the silence window fedfailover waits out on the
+// lab's kwok Lease (8 s, lab.Options' default NodeLeaseSeconds, which the
+// campaign keeps) less 1 s for the truth, which closes a process's life
+// only once its power-off has returned: a bound above the window would
+// flag acts that are right, one far below it would miss acts on a Lease
+// read before the kubelet stopped.
+func TestKubeletSilenceBoundFollowsTheLeaseWindow(t *testing.T) {
+	window := fencing.SilenceWindow(8 * time.Second)
+	if got, want := DefaultBounds().KubeletSilence, window-time.Second; got != want {
+		t.Fatalf("KubeletSilence %s, want the lab's silence window %s less 1 s: %s", got, window, want)
+	}
 }

@@ -3,6 +3,8 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/fedfailover/fedfailover/test/bench"
@@ -14,6 +16,10 @@ type Report struct {
 	Runs   []*RunResult `json:"runs"`
 	// Faults counts the injected faults per kind.
 	Faults map[Kind]int `json:"faults"`
+	// Variants counts the injected node losses and evidence faults per
+	// variant (Fault.Variant): how many losses were for evidence-first
+	// detection, how many for the NotReady path, how many had no evidence.
+	Variants map[string]int `json:"variants,omitempty"`
 	// Violations counts violations per invariant.
 	Violations map[string]int `json:"violations"`
 	// Restarts counts manager starts after the first.
@@ -25,6 +31,12 @@ func (r *Report) add(res *RunResult) {
 	for _, a := range res.Timeline {
 		if a.Error == "" && !a.Started.IsZero() {
 			r.Faults[a.Kind]++
+			if v := a.Variant(); v != "" {
+				if r.Variants == nil {
+					r.Variants = map[string]int{}
+				}
+				r.Variants[v]++
+			}
 		}
 	}
 	for _, v := range res.Violations {
@@ -87,6 +99,16 @@ func (r *Report) Print(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	if len(r.Variants) > 0 {
+		var variants [][]string
+		for _, v := range slices.Sorted(maps.Keys(r.Variants)) {
+			variants = append(variants, []string{v, strconv.Itoa(r.Variants[v])})
+		}
+		if err := bench.Table(w, []string{"VARIANT", "INJECTED"}, variants); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
 	var runs [][]string
 	for _, res := range r.Runs {
 		injected := 0

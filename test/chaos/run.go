@@ -33,6 +33,9 @@ type RunResult struct {
 	Destructive        []Act          `json:"destructiveActs"`
 	Writes             map[string]int `json:"writes"`
 	Seconds            float64        `json:"seconds"`
+	// ControlPlaneFaults are faults of a member's own control plane seen
+	// during the run (controlplane.go): named, never a verdict on fedfailover.
+	ControlPlaneFaults []string `json:"controlPlaneFaults,omitempty"`
 }
 
 // checkEvery is how often the checker samples the federation and reads
@@ -48,6 +51,11 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 		c.logf("    %s", f)
 	}
 	for _, t := range c.tails { // what came before belongs to the previous run
+		if _, err := t.read(); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range c.schedLogs {
 		if _, err := t.read(); err != nil {
 			return nil, err
 		}
@@ -84,6 +92,9 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 		chk.violations = append(chk.violations, Violation{Invariant: I4, Time: time.Now(), Message: convErr.Error()})
 	}
 	res.Timeline, res.Violations, res.Destructive, res.Writes = timeline, chk.Violations(), chk.Acts, chk.Writes
+	if err := c.controlPlaneFaults(ctx, res); err != nil {
+		return nil, err
+	}
 	res.Seconds = time.Since(start).Seconds()
 	for _, v := range res.Violations {
 		c.logf("    VIOLATION %s", v)
@@ -204,7 +215,11 @@ func (c *Campaign) clearAll(ctx context.Context, tr *Truth) error {
 			p := st.Proc(cs.Name + "/" + lab.CompKwok + "/" + n.Name)
 			if p == nil || lab.ProcessState(p.PID) != lab.ProcRunning || n.Evidence != "" {
 				tr.Open(keyAlive+n.Name, time.Now())
-				errs = append(errs, c.lab.Restore(ctx, n.Name))
+				err := c.lab.Restore(ctx, n.Name)
+				if err == nil {
+					tr.Close(keyEvidence+n.Name, time.Now())
+				}
+				errs = append(errs, err)
 			}
 		}
 		errs = append(errs, c.lab.RestoreCapacity(ctx, cs.Name))

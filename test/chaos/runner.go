@@ -70,6 +70,8 @@ type Campaign struct {
 	policyBaseline map[string]v1alpha1.FailoverPolicySpec
 	baseline       map[string]map[string]int
 	tails          []*auditTail
+	// schedLogs are the members' kube-scheduler logs (controlplane.go).
+	schedLogs map[string]*logTail
 }
 
 // logf prints a progress line stamped with the wall clock, the clock of
@@ -148,6 +150,10 @@ func (c *Campaign) prepare(ctx context.Context) error {
 		if cs.Role != lab.RoleMember {
 			continue
 		}
+		if c.schedLogs == nil {
+			c.schedLogs = map[string]*logTail{}
+		}
+		c.schedLogs[cs.Name] = &logTail{path: lab.SchedulerLogPath(cs)}
 		c.members = append(c.members, cs.Name)
 		if c.clients[cs.Name], err = clientFor(kubeconfig, cs.Name); err != nil {
 			return err

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/fedfailover/fedfailover/test/lab"
 )
 
 // Kind is one kind of fault.
@@ -19,7 +21,10 @@ type Kind string
 // place is undone when the run's fault window ends.
 const (
 	// PowerOff kills a node's kwok and leaves the run's evidence on its
-	// Machine; it is powered on again after the hold.
+	// Machine, at once (Detection DetectEvidence: fedfailover finds the
+	// loss by the evidence and the silent kubelet Lease) or EvidenceAfter
+	// later (DetectNotReady: by then fedfailover found it lost by its Ready
+	// condition, unfenced); it is powered on again after the hold.
 	PowerOff Kind = "power-off"
 	// Replace powers a node off with its Machine deleted, then replaces it
 	// by a fresh Node of the same name after the hold.
@@ -53,14 +58,38 @@ const (
 	// hold: a loss of that node meanwhile leaves pods that deleting alone
 	// does not remove.
 	PodFinalizer Kind = "pod-finalizer"
+	// EvidenceAlive writes a power-off's evidence on a node's Machine while
+	// its kwok keeps running and renewing its Lease (a Machine deleted by
+	// mistake, a provider reporting a running machine off); the evidence
+	// is cleared after the hold. Nothing may ever be done to the node.
+	EvidenceAlive Kind = "evidence-alive"
 )
 
 // Kinds lists every kind in the order tables print them.
 var Kinds = []Kind{PowerOff, Replace, Partition, APIKill, EtcdStop, ManagerKill, ManagerKillMidAction,
-	MemberCut, CredentialRotation, Capacity, PolicyEdit, ForgedMarks, RebalanceState, PodFinalizer}
+	MemberCut, CredentialRotation, Capacity, PolicyEdit, ForgedMarks, RebalanceState, PodFinalizer, EvidenceAlive}
 
-// Evidence kinds a power-off leaves (lab.Evidence values).
+// Evidence kinds a power-off leaves (lab.Evidence values); the last is no
+// evidence at all, which EvidenceAlive never draws.
 var evidences = []string{"machine-deleted", "powered-off-condition", "none"}
+
+// How a power-off with evidence is to be found lost (Fault.Detection).
+const (
+	// DetectEvidence: the evidence is written with the power-off.
+	DetectEvidence = "evidence"
+	// DetectNotReady: the evidence is written EvidenceAfter the power-off.
+	DetectNotReady = "not-ready"
+)
+
+var detections = []string{DetectEvidence, DetectNotReady}
+
+// lateEvidence is when a DetectNotReady power-off gets its evidence: after
+// the lab's member marks the node NotReady (16-21 s after its kubelet's
+// last renewal) and the live policy's notReadyFor (10 s) has passed, with
+// some seconds to spare for the passes, so fedfailover has found the node
+// lost by its Ready condition, and blocked it for want of evidence, before
+// the evidence comes.
+const lateEvidence = 40 * time.Second
 
 // Policy edits.
 const (
@@ -100,7 +129,12 @@ type Fault struct {
 	Cluster  string        `json:"cluster,omitempty"`
 	Node     string        `json:"node,omitempty"`
 	Evidence string        `json:"evidence,omitempty"`
-	Edit     string        `json:"edit,omitempty"`
+	// Detection (a power-off with evidence) is DetectEvidence or
+	// DetectNotReady; EvidenceAfter is when the latter's evidence is
+	// written, from the power-off (a hold that ends first writes none).
+	Detection     string        `json:"detection,omitempty"`
+	EvidenceAfter time.Duration `json:"evidenceAfter,omitempty"`
+	Edit          string        `json:"edit,omitempty"`
 	// Mode is how capacity is exhausted (lab.ExhaustCordon or ExhaustFill)
 	// or how rebalance state is lost (stateModes).
 	Mode string `json:"mode,omitempty"`
@@ -122,6 +156,12 @@ func (f Fault) Target() string {
 	if f.Evidence != "" {
 		s += " evidence=" + f.Evidence
 	}
+	if f.Detection != "" {
+		s += " detection=" + f.Detection
+	}
+	if f.EvidenceAfter > 0 {
+		s += fmt.Sprintf(" after=%.0fs", f.EvidenceAfter.Seconds())
+	}
 	if f.Edit != "" {
 		s += " edit=" + f.Edit
 	}
@@ -129,6 +169,26 @@ func (f Fault) Target() string {
 		s += " mode=" + f.Mode
 	}
 	return s
+}
+
+// Variant names how a node loss or an evidence fault tests detection, for
+// the report: a power-off's evidence and detection ("power-off
+// machine-deleted evidence-first", "power-off none"), evidence on a living
+// node; "" for other kinds.
+func (f Fault) Variant() string {
+	switch f.Kind {
+	case PowerOff:
+		switch f.Detection {
+		case DetectEvidence:
+			return "power-off " + f.Evidence + " evidence-first"
+		case DetectNotReady:
+			return "power-off " + f.Evidence + " not-ready-first"
+		}
+		return "power-off " + f.Evidence
+	case EvidenceAlive:
+		return "evidence-alive " + f.Evidence
+	}
+	return ""
 }
 
 // Topology is what a schedule can target.
@@ -191,11 +251,20 @@ func Draw(seed uint64, top Topology, p Params) []Fault {
 		nodes := top.Nodes[member]
 		var target string
 		switch f.Kind {
-		case PowerOff, Replace, Partition, ForgedMarks:
+		case PowerOff, Replace, Partition, ForgedMarks, EvidenceAlive:
 			f.Cluster, f.Node = member, nodes[r.IntN(len(nodes))]
 			target = "node/" + f.Node
-			if f.Kind == PowerOff {
+			switch f.Kind {
+			case PowerOff:
 				f.Evidence = evidences[r.IntN(len(evidences))]
+				if f.Evidence != string(lab.EvidenceNone) {
+					f.Detection = detections[r.IntN(len(detections))]
+				}
+				if f.Detection == DetectNotReady {
+					f.EvidenceAfter = lateEvidence
+				}
+			case EvidenceAlive:
+				f.Evidence = evidences[r.IntN(len(evidences)-1)]
 			}
 		case APIKill, EtcdStop:
 			f.Cluster, target = member, "control-plane/"+member

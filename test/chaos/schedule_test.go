@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,6 +94,7 @@ func TestDrawCoversEveryKind(t *testing.T) {
 		for _, f := range Draw(seed, testTopology, testParams) {
 			seen[string(f.Kind)] = true
 			seen["evidence/"+f.Evidence] = true
+			seen["detection/"+f.Detection] = true
 			seen["edit/"+f.Edit] = true
 			seen["mode/"+f.Mode] = true
 		}
@@ -117,12 +119,70 @@ func TestDrawCoversEveryKind(t *testing.T) {
 			t.Errorf("edit %s never drawn", e)
 		}
 	}
+	for _, d := range detections {
+		if !seen["detection/"+d] {
+			t.Errorf("detection %s never drawn", d)
+		}
+	}
+}
+
+// A power-off with evidence is found lost by that evidence (written with
+// the power-off) or by its Ready condition (the evidence written once the
+// member and notReadyFor have made it lost); one without evidence has no
+// detection to draw. Evidence on a living node is always real evidence.
+func TestDrawEvidenceVariants(t *testing.T) {
+	counts := map[string]int{}
+	for seed := range uint64(300) {
+		for _, f := range Draw(seed, testTopology, testParams) {
+			switch f.Kind {
+			case PowerOff:
+				switch {
+				case f.Evidence == "none" && (f.Detection != "" || f.EvidenceAfter != 0):
+					t.Fatalf("seed %d: %v: a power-off without evidence has no detection", seed, f)
+				case f.Evidence != "none" && f.Detection == DetectEvidence && f.EvidenceAfter != 0:
+					t.Fatalf("seed %d: %v: evidence-first evidence comes with the power-off", seed, f)
+				case f.Evidence != "none" && f.Detection == DetectNotReady && f.EvidenceAfter != lateEvidence:
+					t.Fatalf("seed %d: %v: want the evidence %s after the power-off", seed, f, lateEvidence)
+				case f.Evidence != "none" && f.Detection != DetectEvidence && f.Detection != DetectNotReady:
+					t.Fatalf("seed %d: %v: detection %q", seed, f, f.Detection)
+				}
+				counts["power-off/"+f.Detection]++
+			case EvidenceAlive:
+				if f.Evidence == "none" || f.Evidence == "" || f.Detection != "" || f.Node == "" {
+					t.Fatalf("seed %d: %v: want a node and real evidence, no detection", seed, f)
+				}
+				counts["evidence-alive/"+f.Evidence]++
+			default:
+				if f.Detection != "" || f.EvidenceAfter != 0 {
+					t.Fatalf("seed %d: %v: only power-offs have a detection", seed, f)
+				}
+			}
+		}
+	}
+	for _, k := range []string{"power-off/", "power-off/" + DetectEvidence, "power-off/" + DetectNotReady,
+		"evidence-alive/machine-deleted", "evidence-alive/powered-off-condition"} {
+		if counts[k] == 0 {
+			t.Errorf("%s never drawn in 300 seeds (%v)", k, counts)
+		}
+	}
+}
+
+// The NotReady variant's evidence comes after the lab's member has marked
+// the node NotReady (16-21 s after its last renewal) and the live policy's
+// notReadyFor (10 s) has passed.
+func TestLateEvidenceFollowsTheNotReadyPath(t *testing.T) {
+	if lateEvidence <= 21*time.Second+10*time.Second {
+		t.Fatalf("late evidence after %s: the NotReady path may not have found the node lost yet", lateEvidence)
+	}
+	if !strings.Contains(livePolicyYAML, "notReadyFor: 10s") {
+		t.Fatal("the live policy's notReadyFor changed: review lateEvidence")
+	}
 }
 
 func sameTarget(a, b Fault) bool {
 	group := func(f Fault) string {
 		switch f.Kind {
-		case PowerOff, Replace, Partition, ForgedMarks:
+		case PowerOff, Replace, Partition, ForgedMarks, EvidenceAlive:
 			return "node/" + f.Node
 		case APIKill, EtcdStop:
 			return "cp/" + f.Cluster
@@ -134,4 +194,41 @@ func sameTarget(a, b Fault) bool {
 		return string(f.Kind) + "/" + f.Cluster
 	}
 	return group(a) == group(b)
+}
+
+// The report counts losses per variant: evidence-first ones apart from
+// those that reach fedfailover through the NotReady path, and those
+// without evidence.
+func TestFaultVariants(t *testing.T) {
+	cases := map[string]Fault{
+		"power-off machine-deleted evidence-first":        {Kind: PowerOff, Evidence: "machine-deleted", Detection: DetectEvidence},
+		"power-off powered-off-condition not-ready-first": {Kind: PowerOff, Evidence: "powered-off-condition", Detection: DetectNotReady, EvidenceAfter: lateEvidence},
+		"power-off none":                 {Kind: PowerOff, Evidence: "none"},
+		"evidence-alive machine-deleted": {Kind: EvidenceAlive, Evidence: "machine-deleted"},
+		"":                               {Kind: Partition},
+	}
+	for want, f := range cases {
+		if got := f.Variant(); got != want {
+			t.Errorf("%v: variant %q, want %q", f, got, want)
+		}
+	}
+	r := &Report{Faults: map[Kind]int{}, Violations: map[string]int{}}
+	r.add(&RunResult{Timeline: []Applied{
+		{Fault: cases["power-off none"], Started: time.Now()},
+		{Fault: cases["power-off machine-deleted evidence-first"], Started: time.Now()},
+		{Fault: cases["power-off machine-deleted evidence-first"], Started: time.Now()},
+		{Fault: cases[""], Started: time.Now()},
+		{Fault: cases["evidence-alive machine-deleted"], Error: "not injected"},
+	}})
+	want := map[string]int{"power-off none": 1, "power-off machine-deleted evidence-first": 2}
+	if !reflect.DeepEqual(r.Variants, want) {
+		t.Fatalf("variants %v, want %v", r.Variants, want)
+	}
+	var out strings.Builder
+	if err := r.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "power-off machine-deleted evidence-first") {
+		t.Fatalf("the report does not list the variants:\n%s", out.String())
+	}
 }

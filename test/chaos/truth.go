@@ -22,6 +22,9 @@ type span struct{ from, to time.Time } // to is zero while open
 const (
 	// keyAlive + node: its kwok process exists (running or frozen).
 	keyAlive = "alive/"
+	// keyEvidence + node: the lab's power-off evidence may be on its
+	// Machine (from before it is written until after it is cleared).
+	keyEvidence = "evidence/"
 	// keyManagerDown: fedfailover is not running.
 	keyManagerDown = "manager-down"
 	// keyCut + member: fedfailover alone is cut off the member.
@@ -91,6 +94,23 @@ func (t *Truth) covered(key string, at time.Time) bool {
 
 // Alive reports whether node's process may have been alive at at.
 func (t *Truth) Alive(node string, at time.Time) bool { return t.covered(keyAlive+node, at) }
+
+// AliveWithin reports whether node's process may have been alive at any
+// moment of [from, to].
+func (t *Truth) AliveWithin(node string, from, to time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.spans[keyAlive+node] {
+		if !s.from.After(to) && (s.to.IsZero() || !s.to.Before(from)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Evidence reports whether the lab's power-off evidence may have been on
+// node's Machine at at.
+func (t *Truth) Evidence(node string, at time.Time) bool { return t.covered(keyEvidence+node, at) }
 
 // quietSince returns when the last span of any key ended before at, or the
 // start of the timeline; ok is false while one of them covers at.

@@ -54,3 +54,29 @@ func TestTruthSpans(t *testing.T) {
 		t.Errorf("a rotated credential restarts the clock: got %v %v", since.Sub(t0), ok)
 	}
 }
+
+func TestTruthAliveWithinAndEvidence(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tr := NewTruth(t0, testTopology)
+	tr.Close(keyAlive+"member1-node-0", at(10)) // powered off
+	tr.Open(keyAlive+"member1-node-0", at(30))  // powered on
+	for _, c := range []struct {
+		from, to int
+		want     bool
+	}{{0, 5, true}, {10, 12, true}, {11, 29, false}, {20, 30, true}, {40, 50, true}} {
+		if got := tr.AliveWithin("member1-node-0", at(c.from), at(c.to)); got != c.want {
+			t.Errorf("AliveWithin [+%ds, +%ds] = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	tr.Open(keyEvidence+"member1-node-0", at(9))
+	tr.Close(keyEvidence+"member1-node-0", at(31))
+	for s, want := range map[int]bool{8: false, 9: true, 20: true, 31: true, 32: false} {
+		if got := tr.Evidence("member1-node-0", at(s)); got != want {
+			t.Errorf("Evidence at +%ds = %v, want %v", s, got, want)
+		}
+	}
+	if tr.Evidence("member1-node-1", at(20)) {
+		t.Error("no evidence was written on member1-node-1")
+	}
+}

@@ -430,6 +430,57 @@ func helmTemplate(t *testing.T, set ...string) []*unstructured.Unstructured {
 	}, args...))
 }
 
+// TestManagementClusterRoles: what config/management-cluster grants in a
+// Cluster API management cluster is reading Clusters and Machines (and
+// MachineHealthChecks), nothing else; deleting Machines only with its
+// machine-deletion component.
+func TestManagementClusterRoles(t *testing.T) {
+	read := []rbacv1.PolicyRule{
+		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"clusters", "machines"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machinehealthchecks"}, Verbs: []string{"get", "list"}},
+	}
+	del := []rbacv1.PolicyRule{{APIGroups: []string{"cluster.x-k8s.io"}, Resources: []string{"machines"}, Verbs: []string{"delete"}}}
+	for _, withDeletion := range []bool{false, true} {
+		got := map[string][]rbacv1.PolicyRule{}
+		for _, o := range kustomizeManagement(t, withDeletion) {
+			if o.GetKind() == "Role" || o.GetKind() == "ClusterRole" {
+				got[o.GetName()] = rulesOf(t, o)
+				for _, r := range got[o.GetName()] {
+					if problem := ruleProblem(o.GetName(), r); problem != "" {
+						t.Errorf("%s: %s", o.GetName(), problem)
+					}
+				}
+			}
+		}
+		want := map[string][]rbacv1.PolicyRule{"fedfailover-management-evidence": read}
+		if withDeletion {
+			want[machineDeletionRole] = del
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("machine deletion %v: roles\n  %+v\nwant\n  %+v", withDeletion, got, want)
+		}
+	}
+}
+
+// kustomizeManagement renders config/management-cluster, with its
+// machine-deletion component when machineDeletion.
+func kustomizeManagement(t *testing.T, machineDeletion bool) []*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	config, err := filepath.Rel(dir, filepath.Join(repoRoot(t), "config", "management-cluster"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + config + "\n"
+	if machineDeletion {
+		k += "components:\n  - " + filepath.Join(config, "machine-deletion") + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, run(t, tool(t, "kubectl"), nil, "kustomize", dir))
+}
+
 // kustomize renders config/default, with the config/machine-deletion
 // component when machineDeletion, through an overlay as the component's
 // kustomization.yaml tells users to write it.

@@ -19,7 +19,9 @@ var theLab *lab.Lab
 
 func TestMain(m *testing.M) {
 	os.Exit(lab.RunTestMain(m, lab.MainOptions{
-		Name: "e2e", Lab: lab.Options{Members: 2, Nodes: 3},
+		// The audit log lets a test read who wrote what to a member
+		// (TestNodeRecoveryCoexistsWithAnotherRemediator).
+		Name: "e2e", Lab: lab.Options{Members: 2, Nodes: 3, AuditLog: true},
 		Setup: func(l *lab.Lab, _ string) error { theLab = l; return nil },
 	}))
 }

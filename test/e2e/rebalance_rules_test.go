@@ -89,28 +89,7 @@ func TestRebalanceReleaseWaitsForFailedMember(t *testing.T) {
 	eventually(t, 90*time.Second, "replicas split 3/3 and Ready", func(ctx context.Context) (bool, string) {
 		return split(ctx, ns, name, total/2, total/2)
 	})
-	if err := theLab.KillAPIServer("member2"); err != nil {
-		t.Fatal(err)
-	}
-	alive := false
-	t.Cleanup(func() {
-		if !alive {
-			if err := theLab.RestartAPIServer(context.Background(), "member2"); err != nil {
-				t.Errorf("restarting member2: %v", err)
-			}
-		}
-	})
-	eventually(t, 90*time.Second, "member1 runs all replicas and the RSP pins member2 to 0", func(ctx context.Context) (bool, string) {
-		s1, r1, err := memberReplicas(ctx, "member1", ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		r, err := getRSP(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		return s1 == total && r1 == total && pinnedTo(r, "member2", 0), fmt.Sprintf("member1 %d (ready %d), RSP %s", s1, r1, rspString(r))
-	})
+	reviveMember2 := failMember2(t, ns, name, total)
 
 	host := nrHost(t)
 	if err := host.Delete(t.Context(), p); err != nil {
@@ -129,10 +108,7 @@ func TestRebalanceReleaseWaitsForFailedMember(t *testing.T) {
 	})
 
 	samples := recordRSP(t, ns, name)
-	if err := theLab.RestartAPIServer(t.Context(), "member2"); err != nil {
-		t.Fatal(err)
-	}
-	alive = true
+	reviveMember2()
 	wantStepwiseRelease(t, ns, name, total, samples, 4*time.Minute)
 }
 

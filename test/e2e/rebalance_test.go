@@ -145,34 +145,10 @@ func TestRebalanceMemberFailureAndFailback(t *testing.T) {
 	})
 
 	killed := time.Now()
-	if err := theLab.KillAPIServer("member2"); err != nil {
-		t.Fatal(err)
-	}
-	alive := false
-	t.Cleanup(func() {
-		if !alive {
-			if err := theLab.RestartAPIServer(context.Background(), "member2"); err != nil {
-				t.Errorf("restarting member2: %v", err)
-			}
-		}
-	})
-	eventually(t, 90*time.Second, "member1 runs all replicas and the RSP pins member2 to 0", func(ctx context.Context) (bool, string) {
-		s1, r1, err := memberReplicas(ctx, "member1", ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		r, err := getRSP(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		return s1 == total && r1 == total && pinnedTo(r, "member2", 0), fmt.Sprintf("member1 %d (ready %d), RSP %s", s1, r1, rspString(r))
-	})
+	reviveMember2 := failMember2(t, ns, name, total)
 	rebalanceResult(t, "member-failure", time.Since(killed))
 
-	if err := theLab.RestartAPIServer(t.Context(), "member2"); err != nil {
-		t.Fatal(err)
-	}
-	alive = true
+	reviveMember2()
 	back := time.Now()
 	var changes []string
 	last := ""
@@ -288,4 +264,42 @@ func baselineRecorded(t *testing.T, r *fedschedv1a1.ReplicaSchedulingPreference,
 	b := &fedschedv1a1.ReplicaSchedulingPreference{}
 	b.Spec.TotalReplicas, b.Spec.Clusters = st.Baseline.TotalReplicas, st.Baseline.Clusters
 	return hasWeightsOnly(b, total, weights)
+}
+
+// failMember2 kills member2's API server (kubefed marks it not Ready,
+// fedfailover cannot reach it) and waits until member1 runs all total
+// replicas and the RSP pins member2 to 0. It returns what brings member2
+// back; a test that ends before calling it has member2 restarted by its
+// cleanup.
+func failMember2(t *testing.T, ns, name string, total int32) (revive func()) {
+	t.Helper()
+	if err := theLab.KillAPIServer("member2"); err != nil {
+		t.Fatal(err)
+	}
+	alive := false
+	t.Cleanup(func() {
+		if !alive {
+			if err := theLab.RestartAPIServer(context.Background(), "member2"); err != nil {
+				t.Errorf("restarting member2: %v", err)
+			}
+		}
+	})
+	eventually(t, 90*time.Second, "member1 runs all replicas and the RSP pins member2 to 0", func(ctx context.Context) (bool, string) {
+		s1, r1, err := memberReplicas(ctx, "member1", ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		r, err := getRSP(ctx, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return s1 == total && r1 == total && pinnedTo(r, "member2", 0), fmt.Sprintf("member1 %d (ready %d), RSP %s", s1, r1, rspString(r))
+	})
+	return func() {
+		t.Helper()
+		if err := theLab.RestartAPIServer(t.Context(), "member2"); err != nil {
+			t.Fatal(err)
+		}
+		alive = true
+	}
 }

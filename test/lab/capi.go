@@ -9,8 +9,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/test/paths"
 )
 
 // Labels the lab puts on Machines, besides cluster.x-k8s.io/cluster-name.
@@ -50,10 +55,100 @@ func cond(t string, s metav1.ConditionStatus, reason, msg string, gen int64) met
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen, LastTransitionTime: metav1.Now()}
 }
 
+// machineClient is the client of the cluster that holds the Clusters and
+// Machines: the management cluster when the lab has one, else the host.
+func (l *Lab) machineClient() (client.Client, error) {
+	st, err := l.State()
+	if err != nil {
+		return nil, err
+	}
+	if st.Management != nil {
+		return l.Client(st.Management.Name)
+	}
+	return l.Client(HostName)
+}
+
+// MachineCluster names the cluster that holds the Clusters and Machines.
+func (l *Lab) MachineCluster() string {
+	if st, err := l.State(); err == nil && st.Management != nil {
+		return st.Management.Name
+	}
+	return HostName
+}
+
+// ManagementSecret is the host Secret (kubefed namespace, key kubeconfig)
+// with the management cluster's kubeconfig, named by every member's
+// KubeFedCluster when the lab has a management cluster.
+const ManagementSecret = "lab-capi-management"
+
+// setupManagement installs the Cluster API CRDs in the management cluster
+// and creates its Machine namespace (nothing without one).
+func (l *Lab) setupManagement(ctx context.Context, st *State) error {
+	if st.Management == nil {
+		return nil
+	}
+	cl, err := l.Client(st.Management.Name)
+	if err != nil {
+		return err
+	}
+	files, err := paths.HostCRDFiles()
+	if err != nil {
+		return err
+	}
+	if err := installCRDs(ctx, cl, files...); err != nil {
+		return fmt.Errorf("management cluster CRDs: %w", err)
+	}
+	if l.opts.MachineNamespace != "default" {
+		if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: l.opts.MachineNamespace}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pointMembersAtManagement stores the management cluster's kubeconfig in
+// the host (ManagementSecret) and names it on every member's KubeFedCluster.
+// The lab's admin kubeconfig embeds its certificates, as fedfailover
+// requires of a kubeconfig in a Secret.
+func (l *Lab) pointMembersAtManagement(ctx context.Context, st *State) error {
+	if st.Management == nil {
+		return nil
+	}
+	cfg, err := clusterKubeconfig(st.Management)
+	if err != nil {
+		return err
+	}
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return err
+	}
+	host, err := l.Client(HostName)
+	if err != nil {
+		return err
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: KubefedNS, Name: ManagementSecret}, Data: map[string][]byte{"kubeconfig": data}}
+	if err := createIgnoreExists(ctx, host, s); err != nil {
+		return fmt.Errorf("management kubeconfig Secret: %w", err)
+	}
+	for _, c := range st.Clusters[1:] {
+		kfc := &unstructured.Unstructured{}
+		kfc.SetAPIVersion("core.kubefed.io/v1beta1")
+		kfc.SetKind("KubeFedCluster")
+		kfc.SetNamespace(KubefedNS)
+		kfc.SetName(c.Name)
+		patch := []byte(`{"metadata":{"annotations":{"failover.fedfailover.io/capi-management-cluster":"` + ManagementSecret + `"}}}`)
+		if err := host.Patch(ctx, kfc, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("annotating KubeFedCluster %s: %w", c.Name, err)
+		}
+	}
+	l.logf("lab: members' Machines are in management cluster %s", st.Management.Name)
+	return nil
+}
+
 // createMachines creates one CAPI Cluster per member and one Machine per
 // node, with the status a provider and CAPI would have written.
 func (l *Lab) createMachines(ctx context.Context, st *State) error {
-	host, err := l.Client(HostName)
+	host, err := l.machineClient()
 	if err != nil {
 		return err
 	}
@@ -149,7 +244,7 @@ func (l *Lab) createMachine(ctx context.Context, host client.Client, cluster str
 
 // Machine returns the Machine of node.
 func (l *Lab) Machine(ctx context.Context, node string) (*clusterv1.Machine, error) {
-	host, err := l.Client(HostName)
+	host, err := l.machineClient()
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +257,7 @@ func (l *Lab) Machine(ctx context.Context, node string) (*clusterv1.Machine, err
 
 // updateMachineStatus re-reads the Machine and applies mutate to its status.
 func (l *Lab) updateMachineStatus(ctx context.Context, node string, mutate func(*clusterv1.Machine)) error {
-	host, err := l.Client(HostName)
+	host, err := l.machineClient()
 	if err != nil {
 		return err
 	}
@@ -183,7 +278,7 @@ func (l *Lab) updateMachineStatus(ctx context.Context, node string, mutate func(
 // applyEvidence writes what CAPI or the provider would show for a machine
 // that was switched off.
 func (l *Lab) applyEvidence(ctx context.Context, node string, ev Evidence) error {
-	host, err := l.Client(HostName)
+	host, err := l.machineClient()
 	if err != nil {
 		return err
 	}
@@ -226,7 +321,7 @@ func (l *Lab) applyEvidence(ctx context.Context, node string, ev Evidence) error
 // powered-off condition turns True; a deleted Machine is replaced by a new
 // one (CAPI would create a replacement machine).
 func (l *Lab) clearEvidence(ctx context.Context, cluster string, n NodeState) error {
-	host, err := l.Client(HostName)
+	host, err := l.machineClient()
 	if err != nil {
 		return err
 	}
@@ -262,7 +357,7 @@ func (l *Lab) clearEvidence(ctx context.Context, cluster string, n NodeState) er
 // each Node's Ready condition into its Machine's NodeReady, NodeHealthy,
 // Ready and Available conditions.
 func (l *Lab) syncMachines(ctx context.Context, st *State) error {
-	host, err := l.Client(HostName)
+	host, err := l.machineClient()
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -210,6 +211,22 @@ func (l *Lab) RestartAPIServer(ctx context.Context, cluster string) error {
 		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err
 	})
+	return err
+}
+
+// SchedulerLogPath is a cluster's kube-scheduler log.
+func SchedulerLogPath(c *ClusterState) string {
+	return filepath.Join(c.Dir, "logs", "kube-scheduler.log")
+}
+
+// RestartScheduler kills a cluster's kube-scheduler and starts it again: a
+// new process lists the pods and nodes afresh, as an operator's restart of
+// a scheduler whose cache went wrong would.
+func (l *Lab) RestartScheduler(ctx context.Context, cluster string) error {
+	if err := l.killComponent(cluster, CompScheduler); err != nil {
+		return err
+	}
+	_, err := l.restartProc(ctx, cluster+"/"+CompScheduler, func(context.Context) error { return nil })
 	return err
 }
 

@@ -18,7 +18,11 @@ func apiURL(port int) string { return fmt.Sprintf("https://127.0.0.1:%d", port) 
 // kubefedctl and tests. Credentials are embedded so the files stand alone.
 func writeKubeconfigs(st *State) error {
 	merged := clientcmdapi.NewConfig()
-	for _, c := range st.Clusters {
+	all := st.Clusters
+	if st.Management != nil {
+		all = append(append([]*ClusterState(nil), all...), st.Management)
+	}
+	for _, c := range all {
 		cfg, err := clusterKubeconfig(c)
 		if err != nil {
 			return err

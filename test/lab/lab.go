@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,8 +49,16 @@ type Options struct {
 	// evidence sets (default type PowerOn, reason PoweredOff).
 	PowerOffConditionType   string `json:"powerOffConditionType"`
 	PowerOffConditionReason string `json:"powerOffConditionReason"`
-	// MachineNamespace holds the CAPI Cluster and Machine objects in the host.
+	// MachineNamespace holds the CAPI Cluster and Machine objects (in the
+	// host, or in the management cluster).
 	MachineNamespace string `json:"machineNamespace"`
+	// ManagementCluster starts one more control plane, ManagementName, as
+	// the Cluster API management cluster: the members' Clusters and
+	// Machines live there instead of in the host, each KubeFedCluster names
+	// it (annotation failover.fedfailover.io/capi-management-cluster) and
+	// its kubeconfig is the Secret ManagementSecret in the kubefed
+	// namespace. Its API server port is BasePort+Members+1 with BasePort.
+	ManagementCluster bool `json:"managementCluster,omitempty"`
 	// StartTimeout bounds each component's start (default 60s).
 	StartTimeout time.Duration `json:"startTimeout"`
 	// KubefedTimings picks kubefed's cluster health check and controller
@@ -364,6 +373,36 @@ func (l *Lab) plan() (*State, error) {
 		}
 		st.Clusters = append(st.Clusters, c)
 	}
+	if o.ManagementCluster {
+		c := &ClusterState{Name: ManagementName, Role: RoleManagement, Index: len(names), Dir: filepath.Join(l.Dir, ManagementName)}
+		c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+		var err error
+		if o.BasePort > 0 {
+			c.APIPort = o.BasePort + len(names)
+			err = ports.Claim(c.APIPort)
+		} else {
+			c.APIPort, err = ports.Free()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s API server port: %w", c.Name, err)
+		}
+		for _, p := range []*int{&c.EtcdPort, &c.EtcdPeerPort, &c.KCMPort, &c.SchedulerPort} {
+			if *p, err = ports.Free(); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		pki, err := NewClusterPKI(c.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s certificates: %w", c.Name, err)
+		}
+		if err := pki.Write(c.Dir); err != nil {
+			return nil, err
+		}
+		st.Management = c
+	}
 	if err := writeKubeconfigs(st); err != nil {
 		return nil, err
 	}
@@ -373,13 +412,17 @@ func (l *Lab) plan() (*State, error) {
 // bringUp starts all components and configures the federation.
 func (l *Lab) bringUp(ctx context.Context, st *State) error {
 	// Control planes start in parallel: they are independent.
-	if err := parallel(st.Clusters, func(c *ClusterState) error { return l.startControlPlane(ctx, st, c) }); err != nil {
+	planes := st.Clusters
+	if st.Management != nil {
+		planes = append(slices.Clone(planes), st.Management)
+	}
+	if err := parallel(planes, func(c *ClusterState) error { return l.startControlPlane(ctx, st, c) }); err != nil {
 		return err
 	}
 	l.logf("lab: control planes up (%s)", time.Since(st.StartedAt).Round(100*time.Millisecond))
 	var wg sync.WaitGroup
 	var hostErr error
-	wg.Go(func() { hostErr = l.setupHost(ctx, st) })
+	wg.Go(func() { hostErr = errors.Join(l.setupHost(ctx, st), l.setupManagement(ctx, st)) })
 	memberErr := parallel(st.Clusters[1:], func(c *ClusterState) error { return l.setupMember(ctx, st, c) })
 	wg.Wait()
 	if err := errors.Join(hostErr, memberErr); err != nil {
@@ -387,6 +430,9 @@ func (l *Lab) bringUp(ctx context.Context, st *State) error {
 	}
 	l.logf("lab: nodes and host services up (%s)", time.Since(st.StartedAt).Round(100*time.Millisecond))
 	if err := l.joinMembers(ctx, st); err != nil {
+		return err
+	}
+	if err := l.pointMembersAtManagement(ctx, st); err != nil {
 		return err
 	}
 	if err := l.createMachines(ctx, st); err != nil {

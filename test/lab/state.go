@@ -25,7 +25,11 @@ const (
 	CompKubefedCM  = "kubefed-controller-manager"
 	RoleHost       = "host"
 	RoleMember     = "member"
+	RoleManagement = "management"
 	HostName       = "host"
+	// ManagementName is the Cluster API management cluster of a lab started
+	// with Options.ManagementCluster.
+	ManagementName = "mgmt"
 	KubefedNS      = "kube-federation-system"
 	labStateLockFn = "state.lock"
 )
@@ -93,7 +97,12 @@ type State struct {
 	StartupSecs   float64         `json:"startupSeconds,omitempty"`
 	Options       Options         `json:"options"`
 	Clusters      []*ClusterState `json:"clusters"`
-	Procs         []*Proc         `json:"procs"`
+	// Management is the Cluster API management cluster, when the lab has
+	// one (Options.ManagementCluster): a control plane without nodes that
+	// holds the members' Clusters and Machines. It is not in Clusters,
+	// which is the host and the members.
+	Management *ClusterState `json:"management,omitempty"`
+	Procs      []*Proc       `json:"procs"`
 }
 
 // Cluster returns the named cluster or nil.
@@ -102,6 +111,9 @@ func (s *State) Cluster(name string) *ClusterState {
 		if c.Name == name {
 			return c
 		}
+	}
+	if s.Management != nil && s.Management.Name == name {
+		return s.Management
 	}
 	return nil
 }

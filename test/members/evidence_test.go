@@ -94,7 +94,7 @@ func wantNoMachine(t *testing.T, h *harness, f *federation, cluster, node, reaso
 			return err
 		}
 		snap := &cli.Snapshot{Clusters: []kubefedv1beta1.KubeFedCluster{kfc}}
-		m, note, err := cli.FindMachine(ctx, f.host, snap, cluster, node)
+		m, _, note, err := cli.FindMachine(ctx, cli.MachineSource{Host: f.host}, snap, cluster, node)
 		if err != nil || m != nil || !strings.Contains(note, "no Machine evidence is used") {
 			return errorf("explain: Machine %v, note %q, error %v; want none and why", m, note, err)
 		}

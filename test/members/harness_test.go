@@ -61,10 +61,11 @@ func testOptions() member.Options {
 	}
 }
 
-// startManager runs a manager with the member controllers on the host until
-// the test ends. Every log line (ours and client-go's) is captured and, when
-// the test ends, checked for member tokens.
-func startManager(t *testing.T, f *federation, opts member.Options) *harness {
+// startManager runs a manager with the member controllers (and, with
+// setups, others) on the host until the test ends. Every log line (ours
+// and client-go's) is captured and, when the test ends, checked for member
+// tokens.
+func startManager(t *testing.T, f *federation, opts member.Options, setups ...func(ctrl.Manager, *member.Cache) error) *harness {
 	t.Helper()
 	logs := &syncBuffer{}
 	logger := zap.New(zap.WriteTo(logs), zap.UseDevMode(false), zap.Level(zapcore.Level(-10)))
@@ -83,6 +84,9 @@ func startManager(t *testing.T, f *federation, opts member.Options) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := member.SetupWithManager(ctx, mgr, opts)
 	must(t, err)
+	for _, setup := range setups {
+		must(t, setup(mgr, c))
+	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {

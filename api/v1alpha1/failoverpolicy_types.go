@@ -154,7 +154,8 @@ type RemediationSpec struct {
 
 	// Timeout is how long fedfailover waits for the remediation to report
 	// Succeeded=True, counted from its request on fedfailover's own clock.
-	// Past it, the recovery is Blocked (reason RemediationTimedOut).
+	// Past it, the recovery is Blocked for the rest of the loss (the
+	// record's status.remediation.result is TimedOut).
 	// +optional
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('24h')",message="must be between 5s and 24h"

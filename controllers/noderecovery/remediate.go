@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -82,9 +83,10 @@ func (r *Reconciler) readRemediations(ctx context.Context, v *memberView) {
 // findRemediation reads the remediation the record names or, when it names
 // none, looks for one for this node under the policy's kind and namespace:
 // ours under the record's name (created by a pass whose recording failed),
-// another party's under the name of the node's Machine (Cluster API's
-// convention) or of the node (NodeHealthCheck's). An object whose
-// annotations name another member or node is not about this one.
+// another party's under the name of the node's Machine when the host holds
+// it (Cluster API's convention) or of the node (NodeHealthCheck's). An
+// object whose annotations name another member or node is not about this
+// one.
 func (r *Reconciler) findRemediation(ctx context.Context, v *memberView, n *corev1.Node, rec *v1alpha1.NodeRecovery) remediationView {
 	if rr := rec.Status.Remediation; rr != nil {
 		u, err := r.getRemediation(ctx, rr.APIVersion, rr.Kind, rr.Namespace, rr.Name)
@@ -103,7 +105,7 @@ func (r *Reconciler) findRemediation(ctx context.Context, v *memberView, n *core
 	}
 	kind, ns := pol.Template.RemediationKind(), pol.Template.Namespace
 	names := []string{rec.Name}
-	if m := v.machines[n.Name]; m != nil && m.Namespace == ns && fencing.MachineOfNode(n, m) == "" {
+	if m := hostMachine(v, n); m != nil && m.Namespace == ns {
 		names = append(names, m.Name)
 	}
 	names = append(names, n.Name)
@@ -125,13 +127,27 @@ func (r *Reconciler) findRemediation(ctx context.Context, v *memberView, n *core
 }
 
 // observe reads u's state; it is tied to the node when it is ours, names
-// this member and node, or is named after the node's Machine.
+// this member and node, or is named after the node's Machine in the host.
 func (r *Reconciler) observe(u *unstructured.Unstructured, v *memberView, n *corev1.Node, rec *v1alpha1.NodeRecovery) remediation.Observed {
 	o := remediation.Read(u, string(rec.UID))
-	m := v.machines[n.Name]
+	m := hostMachine(v, n)
 	o.Tied = o.Ours || remediation.AboutNode(u, v.cluster, n.Name) ||
-		(m != nil && m.Namespace == u.GetNamespace() && m.Name == u.GetName() && fencing.MachineOfNode(n, m) == "")
+		(m != nil && m.Namespace == u.GetNamespace() && m.Name == u.GetName())
 	return o
+}
+
+// hostMachine is the node's Machine (tied to it by nodeRef and providerID)
+// when the host holds it; nil otherwise. Remediation objects live in the
+// host: a Machine read from the member's management cluster has its
+// namespace and name in another API server, where a host object of the
+// same names is not about it, so neither a name match nor the
+// failover.fedfailover.io/machine annotation uses it.
+func hostMachine(v *memberView, n *corev1.Node) *clusterv1.Machine {
+	m := v.machines[n.Name]
+	if m == nil || v.machineClients.Management != "" || fencing.MachineOfNode(n, m) != "" {
+		return nil
+	}
+	return m
 }
 
 func (r *Reconciler) getRemediation(ctx context.Context, apiVersion, kind, ns, name string) (*unstructured.Unstructured, error) {
@@ -258,7 +274,7 @@ func (r *Reconciler) remediate(ctx context.Context, v *memberView, n *corev1.Nod
 		return 0, fmt.Errorf("reading remediation template: %w", err)
 	}
 	target := remediation.Target{Cluster: v.cluster, Node: n.Name, NodeUID: string(n.UID), ProviderID: n.Spec.ProviderID}
-	if m := v.machines[n.Name]; m != nil && fencing.MachineOfNode(n, m) == "" {
+	if m := hostMachine(v, n); m != nil {
 		target.Machine = m.Namespace + "/" + m.Name
 	}
 	owner := metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "NodeRecovery", Name: rec.Name, UID: rec.UID}

@@ -7,8 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/remediation"
 )
@@ -79,6 +83,13 @@ func TestDecideRemediation(t *testing.T) {
 		{name: "unreadable kind: blocked, says why", in: base(func(in *planInput) {
 			in.Record, in.Remediation = requestedRec(t0, ""), remediationView{err: "fedfailover may not read LabRemediation"}
 		}), phase: v1alpha1.RecoveryPhaseBlocked, msg: "may not read"},
+		{name: "management cluster unreadable: requested all the same", in: base(func(in *planInput) {
+			in.Machine, in.MachinesUnavailable = nil, "fencing evidence unavailable: management cluster of member member1"
+		}), phase: v1alpha1.RecoveryPhaseRemediating, step: stepRemediate, msg: "requesting remediation"},
+		{name: "management cluster unreadable, remediation failed: blocked, says both", in: base(func(in *planInput) {
+			in.Machine, in.MachinesUnavailable = nil, "fencing evidence unavailable: management cluster of member member1"
+			in.Record, in.Remediation = requestedRec(t0.Add(-20*time.Second), ""), obj(metav1.ConditionFalse)
+		}), phase: v1alpha1.RecoveryPhaseBlocked, msg: "fencing evidence unavailable: management cluster of member member1"},
 		{name: "no remediation policy: blocked as before", in: base(func(in *planInput) { in.Policy = policy() }), phase: v1alpha1.RecoveryPhaseBlocked},
 	}
 	for _, c := range cases {
@@ -94,5 +105,42 @@ func TestDecideRemediation(t *testing.T) {
 				t.Errorf("verdict %q, want %q", p.Verdict.Reason, c.reason)
 			}
 		})
+	}
+}
+
+// TestRemediationTiedOnlyToAHostMachine: another party's remediation (in
+// the host) named after the node's Machine is about the node only when the
+// host holds that Machine; a Machine of the member's management cluster
+// has its names in another API server, so a host object of the same names
+// proves nothing and the stamped object does not name it.
+func TestRemediationTiedOnlyToAHostMachine(t *testing.T) {
+	n := node(corev1.ConditionUnknown, t0, nil)
+	rec := &v1alpha1.NodeRecovery{}
+	rec.UID = "rec-uid"
+	named := &unstructured.Unstructured{}
+	named.SetAPIVersion("lab.fedfailover.io/v1alpha1")
+	named.SetKind("LabRemediation")
+	named.SetNamespace("default")
+	named.SetName("n1") // the Machine's namespace and name
+	annotated := named.DeepCopy()
+	annotated.SetAnnotations(map[string]string{contract.AnnotationRemediationCluster: "member1", contract.AnnotationRemediationNode: "n1"})
+	host := &memberView{cluster: "member1", machines: map[string]*clusterv1.Machine{"n1": livingMachine()}}
+	mgmt := &memberView{cluster: "member1", machines: map[string]*clusterv1.Machine{"n1": livingMachine()},
+		machineClients: member.MachineClients{Management: "kube-federation-system/capi-mgmt"}}
+	r := &Reconciler{}
+	if hostMachine(host, n) == nil || !r.observe(named, host, n, rec).Tied {
+		t.Error("a host Machine's namesake remediation is not tied to the node")
+	}
+	if hostMachine(mgmt, n) != nil || r.observe(named, mgmt, n, rec).Tied {
+		t.Error("a remediation named after a management cluster's Machine is tied to the node")
+	}
+	if !r.observe(annotated, mgmt, n, rec).Tied {
+		t.Error("a remediation annotated with the member and node is not tied to it")
+	}
+	other := livingMachine()
+	other.Spec.ProviderID = "other://id"
+	host.machines["n1"] = other
+	if hostMachine(host, n) != nil || r.observe(named, host, n, rec).Tied {
+		t.Error("a remediation named after a Machine of another providerID is tied to the node")
 	}
 }

@@ -66,7 +66,8 @@ const FinalizerNodeRecovery = "failover.fedfailover.io/node-recovery"
 
 // Remediation objects fedfailover creates from a remediation template (one
 // per loss, in the host) carry the member and node they are about, for the
-// remediator and for humans; the node's Machine, when it has one, too.
+// remediator and for humans; the node's Machine, when the host holds it,
+// too.
 // Labels hold only what fits a label value; the annotations always hold
 // the full names.
 const (
@@ -79,7 +80,8 @@ const (
 	// AnnotationRemediationProviderID is the Node's spec.providerID.
 	AnnotationRemediationProviderID = "failover.fedfailover.io/provider-id"
 	// AnnotationRemediationMachine is the node's Cluster API Machine
-	// (namespace/name), when it has one.
+	// (namespace/name), when it has one in the host (never one of a
+	// management cluster: its names mean nothing in the host).
 	AnnotationRemediationMachine = "failover.fedfailover.io/machine"
 	// LabelRemediationCluster and LabelRemediationNode repeat the member
 	// and node when they are valid label values (selection, kubectl -l).

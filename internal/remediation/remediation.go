@@ -38,8 +38,9 @@ type Observed struct {
 	// Ours: the object's controller owner is this loss's NodeRecovery record.
 	Ours bool
 	// Tied (another party's object): it is unambiguously about this node of
-	// this member, being named after the node's Machine (host-unique, tied
-	// to the Node by nodeRef and providerID) or annotated with this member
+	// this member, being named after the node's Machine in the host
+	// (host-unique, tied to the Node by nodeRef and providerID; never a
+	// Machine of a management cluster) or annotated with this member
 	// and node. An object named only after the node could be about a node of
 	// the same name in another member: its success proves nothing here.
 	Tied bool

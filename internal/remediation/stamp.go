@@ -15,7 +15,8 @@ import (
 // Target is the node a remediation is about.
 type Target struct {
 	Cluster, Node, NodeUID, ProviderID string
-	// Machine is the node's Cluster API Machine (namespace/name), if any.
+	// Machine is the node's Cluster API Machine (namespace/name), if the
+	// host holds it.
 	Machine string
 }
 

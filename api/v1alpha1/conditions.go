@@ -14,6 +14,11 @@ const (
 	ConditionStormActive = "StormActive"
 	// ConditionFencingBlocked is True while a lost node cannot be recovered for lack of evidence.
 	ConditionFencingBlocked = "FencingBlocked"
+	// ConditionRemediating is True while a lost node waits for a remediation
+	// (nodeRecovery.remediation: a fence agent requested by fedfailover, or
+	// another party's); the message names the node, the remediation and
+	// since when.
+	ConditionRemediating = "Remediating"
 	// ConditionRebalancing is True while a managed ReplicaSchedulingPreference
 	// is away from its baseline (or held); its reason is the placement.
 	ConditionRebalancing = "Rebalancing"
@@ -144,6 +149,12 @@ const (
 const (
 	ReasonStormActive = "StormActive"
 	ReasonNoStorm     = "NoStorm"
+)
+
+// Reasons of the Remediating condition.
+const (
+	ReasonRemediationPending   = "RemediationPending"
+	ReasonNoRemediationPending = "NoRemediationPending"
 )
 
 // Reasons of the FencingBlocked condition.

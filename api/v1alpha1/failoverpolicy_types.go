@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -125,6 +127,76 @@ type NodeRecoverySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? has(e.values) && size(e.values) > 0 : !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions[].values must be non-empty for In and NotIn and empty for Exists and DoesNotExist",fieldPath=".matchExpressions"
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Remediation asks an external remediator (a fence agent) to fence a
+	// node that is lost without fencing evidence (not Ready for notReadyFor,
+	// no Machine evidence): fedfailover stamps the template's spec.template
+	// into one remediation object per loss, in the template's namespace,
+	// and waits for its Succeeded=True condition (or for Machine evidence)
+	// before it recovers the node, with the same live re-check before the
+	// taint as for any other evidence. Succeeded=False, or no success within
+	// the timeout, leaves the recovery Blocked: nothing destructive is done.
+	// The storm guard, pause and dry run apply before a remediation is
+	// requested. The installation must enable the remediation kind (chart
+	// value nodeRecovery.remediation.kinds, which grants the RBAC).
+	// +optional
+	Remediation *RemediationSpec `json:"remediation,omitempty"`
+}
+
+// RemediationSpec names the remediation template and how long to wait.
+type RemediationSpec struct {
+	// Template is the remediation template in the host cluster, as in the
+	// NodeHealthCheck and Cluster API external remediation convention: an
+	// object of kind <Kind>Template whose spec.template (metadata labels and
+	// annotations, spec) is stamped into a remediation object of kind
+	// <Kind> for each lost node.
+	Template RemediationTemplateReference `json:"template"`
+
+	// Timeout is how long fedfailover waits for the remediation to report
+	// Succeeded=True, counted from its request on fedfailover's own clock.
+	// Past it, the recovery is Blocked for the rest of the loss (the
+	// record's status.remediation.result is TimedOut).
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('24h')",message="must be between 5s and 24h"
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// RemediationTemplateReference names a remediation template object in the
+// host cluster.
+// +structType=atomic
+type RemediationTemplateReference struct {
+	// APIVersion is the template's group/version, e.g.
+	// fence-agents-remediation.medik8s.io/v1alpha1 (the core group has no
+	// remediation kinds).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/v[0-9]+((alpha|beta)[0-9]+)?$`
+	APIVersion string `json:"apiVersion"`
+
+	// Kind is the template's kind; it ends in Template, and the
+	// remediation objects are of the kind without that suffix (e.g.
+	// FenceAgentsRemediationTemplate -> FenceAgentsRemediation).
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*[A-Za-z0-9]Template$`
+	Kind string `json:"kind"`
+
+	// Name of the template.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Namespace of the template; the remediation objects are created there.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+}
+
+// RemediationKind is the kind of the remediation objects the template
+// stamps: its kind without the Template suffix.
+func (r RemediationTemplateReference) RemediationKind() string {
+	return strings.TrimSuffix(r.Kind, "Template")
 }
 
 // FencingSpec lists the evidence that counts as proof that a node is off.
@@ -458,7 +530,7 @@ type MemberStatus struct {
 }
 
 // RecoveryPhase is the stage of one node's recovery.
-// +kubebuilder:validation:Enum=Lost;Blocked;Fenced;Acting;Recovering;Recovered;Suspended;Finished
+// +kubebuilder:validation:Enum=Lost;Remediating;Blocked;Fenced;Acting;Recovering;Recovered;Suspended;Finished
 type RecoveryPhase string
 
 // Recovery phases.
@@ -471,13 +543,18 @@ const (
 	RecoveryPhaseRecovering RecoveryPhase = "Recovering"
 	RecoveryPhaseRecovered  RecoveryPhase = "Recovered"
 	RecoveryPhaseSuspended  RecoveryPhase = "Suspended"
+	// RecoveryPhaseRemediating: a remediation (fence agent) was requested
+	// for the lost node, or another party's is waited for; nothing
+	// destructive is done until it reports success or Machine evidence
+	// appears.
+	RecoveryPhaseRemediating RecoveryPhase = "Remediating"
 	// RecoveryPhaseFinished: a NodeRecovery record that is closed.
 	RecoveryPhaseFinished RecoveryPhase = "Finished"
 )
 
 // RecoveryPhases lists every phase of a recovery still going on (all but
 // Finished), e.g. for metrics that keep a series per phase.
-var RecoveryPhases = []RecoveryPhase{RecoveryPhaseLost, RecoveryPhaseBlocked, RecoveryPhaseFenced,
+var RecoveryPhases = []RecoveryPhase{RecoveryPhaseLost, RecoveryPhaseRemediating, RecoveryPhaseBlocked, RecoveryPhaseFenced,
 	RecoveryPhaseActing, RecoveryPhaseRecovering, RecoveryPhaseRecovered, RecoveryPhaseSuspended}
 
 // NodeRecoveryStatus is the state of one lost node.
@@ -508,6 +585,10 @@ type NodeRecoveryStatus struct {
 	// Method is the recovery method applied.
 	// +optional
 	Method RecoveryMethod `json:"method,omitempty"`
+	// Remediation names the remediation object the recovery waits for or
+	// waited for (Kind namespace/name), if any.
+	// +optional
+	Remediation string `json:"remediation,omitempty"`
 	// AffectedPods counts in-scope pods that were on the node.
 	// +optional
 	AffectedPods int32 `json:"affectedPods,omitempty"`

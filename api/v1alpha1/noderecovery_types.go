@@ -139,12 +139,65 @@ type NodeRecoveryRecordStatus struct {
 	// decided and reported.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+	// Remediation is the remediation object (fence agent) requested for
+	// this loss, or another party's that fedfailover waits for instead of
+	// requesting its own: at most one per loss. Shown, and read back only to
+	// never request a second one and to bound the wait: whether it succeeded
+	// is read from the object itself, live, before every destructive write.
+	// +optional
+	Remediation *RemediationRecord `json:"remediation,omitempty"`
 	// Migrated is true for a record made from the node annotations of an
 	// older fedfailover. Such a record never makes fedfailover remove a
 	// taint: whether the taint was ours cannot be proven.
 	// +optional
 	Migrated bool `json:"migrated,omitempty"`
 }
+
+// RemediationRecord is what fedfailover requested of (or found with) a
+// remediator for one loss.
+type RemediationRecord struct {
+	// APIVersion and Kind of the remediation object.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Namespace and Name of the remediation object.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID of the remediation object: a later object under the same name is
+	// another remediation.
+	// +optional
+	UID string `json:"uid,omitempty"`
+	// Foreign is true when another party created the object for this node:
+	// fedfailover waits for it and never deletes it.
+	// +optional
+	Foreign bool `json:"foreign,omitempty"`
+	// RequestedAt is when fedfailover created the object or first found the
+	// foreign one (fedfailover's clock): the timeout counts from it.
+	RequestedAt metav1.Time `json:"requestedAt"`
+	// Result is empty while waiting; Succeeded, Failed or TimedOut once over.
+	// Failed and TimedOut are final for this loss: no other remediation is
+	// requested, and the recovery stays Blocked unless Machine evidence
+	// appears.
+	// +optional
+	// +kubebuilder:validation:Enum=Succeeded;Failed;TimedOut
+	Result RemediationResult `json:"result,omitempty"`
+	// Message says what the remediator reported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// FinishedAt is when the result was seen (fedfailover's clock).
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// RemediationResult is how a remediation ended.
+type RemediationResult string
+
+// Remediation results.
+const (
+	RemediationSucceeded RemediationResult = "Succeeded"
+	RemediationFailed    RemediationResult = "Failed"
+	RemediationTimedOut  RemediationResult = "TimedOut"
+)
 
 // NodeRecovery is fedfailover's record of one loss of one member node: what
 // it saw, the evidence, the action and its result. Only fedfailover writes
@@ -158,6 +211,7 @@ type NodeRecoveryRecordStatus struct {
 // +kubebuilder:printcolumn:name="Method",type=string,JSONPath=`.status.method`
 // +kubebuilder:printcolumn:name="Evidence",type=string,JSONPath=`.status.evidence`
 // +kubebuilder:printcolumn:name="Detection",type=string,JSONPath=`.status.detection`,priority=1
+// +kubebuilder:printcolumn:name="Remediation",type=string,JSONPath=`.status.remediation.name`,priority=1
 // +kubebuilder:printcolumn:name="Acted",type=date,JSONPath=`.status.actedAt`
 // +kubebuilder:printcolumn:name="Recovered",type=date,JSONPath=`.status.recoveredAt`
 // +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.status.dryRun`,priority=1

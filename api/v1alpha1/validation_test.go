@@ -104,6 +104,21 @@ func TestValidation(t *testing.T) {
 			"spec.nodeRecovery.fencing.poweredOffConditions[0].type", "at least 1 chars long"},
 		{"bad external fence annotation", `nodeRecovery: {fencing: {externalFenceAnnotation: "not a key!"}}`,
 			"spec.nodeRecovery.fencing.externalFenceAnnotation", "should match"},
+		{"remediation template kind without the Template suffix",
+			`nodeRecovery: {remediation: {template: {apiVersion: lab.fedfailover.io/v1alpha1, kind: LabRemediation, name: t, namespace: ns}}}`,
+			"spec.nodeRecovery.remediation.template.kind", "should match"},
+		{"remediation template apiVersion without a group",
+			`nodeRecovery: {remediation: {template: {apiVersion: v1, kind: LabRemediationTemplate, name: t, namespace: ns}}}`,
+			"spec.nodeRecovery.remediation.template.apiVersion", "should match"},
+		{"remediation template without a namespace",
+			`nodeRecovery: {remediation: {template: {apiVersion: lab.fedfailover.io/v1alpha1, kind: LabRemediationTemplate, name: t}}}`,
+			"spec.nodeRecovery.remediation.template.namespace", "Required value"},
+		{"remediation timeout too short",
+			`nodeRecovery: {remediation: {timeout: 1s, template: {apiVersion: lab.fedfailover.io/v1alpha1, kind: LabRemediationTemplate, name: t, namespace: ns}}}`,
+			"spec.nodeRecovery.remediation.timeout", "must be between 5s and 24h"},
+		{"remediation timeout not a duration",
+			`nodeRecovery: {remediation: {timeout: soon, template: {apiVersion: lab.fedfailover.io/v1alpha1, kind: LabRemediationTemplate, name: t, namespace: ns}}}`,
+			"spec.nodeRecovery.remediation.timeout", "should match"},
 		{"unknown external fence source", `nodeRecovery: {fencing: {externalFenceAnnotation: x.io/fenced, externalFenceSource: Kubelet}}`,
 			"spec.nodeRecovery.fencing.externalFenceSource", "Unsupported value"},
 		{"external fence source in lower case", `nodeRecovery: {fencing: {externalFenceAnnotation: x.io/fenced, externalFenceSource: node}}`,
@@ -220,6 +235,27 @@ func TestDetectionAccepted(t *testing.T) {
 			t.Errorf("detection stored as %q, want %q", got.Spec.NodeRecovery.Detection, d)
 		}
 		_ = c.Delete(ctx, obj)
+	}
+}
+
+// TestRemediationAccepted: a valid template reference is stored, and the
+// timeout takes its default.
+func TestRemediationAccepted(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	obj := policyFromYAML(t, "remediation-accepted",
+		`{nodeRecovery: {remediation: {template: {apiVersion: lab.fedfailover.io/v1alpha1, kind: LabRemediationTemplate, name: power-off, namespace: fence}}}}`)
+	if err := c.Create(ctx, obj); err != nil {
+		t.Fatalf("remediation rejected: %v", err)
+	}
+	defer func() { _ = c.Delete(ctx, obj) }()
+	var got v1alpha1.FailoverPolicy
+	if err := c.Get(ctx, client.ObjectKey{Name: "remediation-accepted"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	rem := got.Spec.NodeRecovery.Remediation
+	if rem == nil || rem.Timeout != "5m" || rem.Template.RemediationKind() != "LabRemediation" {
+		t.Fatalf("remediation stored as %+v, want timeout 5m and kind LabRemediation", rem)
 	}
 }
 

@@ -122,3 +122,23 @@ current-context: host
 		}
 	}
 }
+
+// TestRemediationKindFlag: each --remediation-kind names one kind, fully;
+// anything else is refused, naming the flag.
+func TestRemediationKindFlag(t *testing.T) {
+	o, err := parseFlags([]string{"--remediation-kind=LabRemediation.v1alpha1.lab.fedfailover.io",
+		"--remediation-kind=FenceAgentsRemediation.v1alpha1.fence-agents-remediation.medik8s.io"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := operatorOptions(o).NodeRecovery.RemediationKinds
+	if len(got) != 2 || got[0].Kind != "LabRemediation" || got[0].Version != "v1alpha1" || got[0].Group != "lab.fedfailover.io" ||
+		got[1].Group != "fence-agents-remediation.medik8s.io" {
+		t.Fatalf("remediation kinds %v", got)
+	}
+	for _, bad := range []string{"LabRemediation", "LabRemediation.lab", "*.v1.lab.fedfailover.io"} {
+		if _, err := parseFlags([]string{"--remediation-kind=" + bad}); err == nil || !strings.Contains(err.Error(), "--remediation-kind") {
+			t.Errorf("--remediation-kind=%s: error %v, want one naming the flag", bad, err)
+		}
+	}
+}

@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -53,6 +55,7 @@ type options struct {
 	memberSyncStall  time.Duration
 	memberWriteTO    time.Duration
 	machineDeletion  bool
+	remediationKinds []schema.GroupVersionKind
 	kubeconfig       string
 	kubeContext      string
 	shard            shardFlags
@@ -142,6 +145,15 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.memberSyncStall, "member-sync-stall-timeout", time.Minute, "Tear down a member connection whose first cache sync has read nothing for this long (a slow sync that keeps reading is never cut short); reconnects back off.")
 	fs.DurationVar(&o.memberWriteTO, "member-write-timeout", 0, "Cancel a write to a member that has not returned after this long; must be shorter than --shard-lease-duration minus --shard-renew-deadline (unsharded: than the leader election's 15s minus 10s), so no write lands after another replica took the member over. 0: four fifths of that gap.")
 	fs.BoolVar(&o.machineDeletion, "enable-machine-deletion", false, "Let policies with fencing.requestMachineDeletion delete Cluster API Machines (needs the separate Machine deletion role of the installation).")
+	fs.Func("remediation-kind", "A remediation kind (Kind.version.group, e.g. FenceAgentsRemediation.v1alpha1.fence-agents-remediation.medik8s.io) that FailoverPolicies may name through nodeRecovery.remediation, watched so that a remediation's result is seen at once (needs the installation's remediation role for it); repeat for each kind.",
+		func(s string) error {
+			gvk, err := parseRemediationKind(s)
+			if err != nil {
+				return err
+			}
+			o.remediationKinds = append(o.remediationKinds, gvk)
+			return nil
+		})
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster (default: in-cluster config, or $KUBECONFIG).")
 	fs.StringVar(&o.kubeContext, "context", "", "Kubeconfig context of the host cluster.")
 	fs.Float64Var(&o.hostQPS, "kube-api-qps", 50, "Requests per second to the host API server (client-side limit), however its config is loaded.")
@@ -218,13 +230,22 @@ func checkMetricsCert(o options) error {
 	return nil
 }
 
+// parseRemediationKind parses Kind.version.group; each part is required.
+func parseRemediationKind(s string) (schema.GroupVersionKind, error) {
+	gvk, _ := schema.ParseKindArg(s)
+	if gvk == nil || gvk.Kind == "" || gvk.Version == "" || gvk.Group == "" || strings.Contains(s, "*") {
+		return schema.GroupVersionKind{}, fmt.Errorf("--remediation-kind %q: want Kind.version.group, e.g. FenceAgentsRemediation.v1alpha1.fence-agents-remediation.medik8s.io", s)
+	}
+	return *gvk, nil
+}
+
 // operatorOptions is the controller configuration the flags ask for.
 func operatorOptions(o options) controllers.Options {
 	return controllers.Options{
 		KubefedNamespace: o.kubefedNamespace,
 		Members: member.Options{AllowInsecureEndpoints: o.allowHTTPMembers, SyncStallTimeout: o.memberSyncStall,
 			WriteTimeout: o.memberWriteTO, LeaderElectionGap: o.leaderElection.leaseDuration - o.leaderElection.renewDeadline},
-		NodeRecovery: noderecovery.Options{EnableMachineDeletion: o.machineDeletion},
+		NodeRecovery: noderecovery.Options{EnableMachineDeletion: o.machineDeletion, RemediationKinds: o.remediationKinds},
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
+	"github.com/fedfailover/fedfailover/internal/remediation"
 )
 
 // Event reasons and decision actions.
@@ -114,6 +115,13 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 			}
 		}
 		return 0, r.track(ctx, v, n, p)
+	case p.Step == stepRemediate:
+		if r.dryRun(v) {
+			key = transitionDryRunRemediate
+			r.wouldRemediate(ctx, v, n, p)
+			return 0, nil
+		}
+		return r.remediate(ctx, v, n, p)
 	case p.Phase == v1alpha1.RecoveryPhaseSuspended:
 		key = transitionSuspended
 		if r.store.changed(v.cluster, n.Name, key) {
@@ -123,7 +131,11 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 		key = transitionBlocked
 		if r.store.changed(v.cluster, n.Name, key) {
 			metrics.FencingBlocked.WithLabelValues(p.Verdict.Reason).Inc()
-			r.report(ctx, v, n, corev1.EventTypeWarning, ReasonFencingBlocked, "Block", p.Message)
+			reason := ReasonFencingBlocked
+			if p.Remediation.Action == remediation.Fail {
+				reason = ReasonRemediationFailed
+			}
+			r.report(ctx, v, n, corev1.EventTypeWarning, reason, "Block", p.Message)
 		}
 		if p.Step == stepDeleteMachine {
 			return 0, r.deleteMachine(ctx, v, n, p)
@@ -364,6 +376,8 @@ func (r *Reconciler) confirmFenced(ctx context.Context, v *memberView, name stri
 		}
 		in.LostSince, in.KubeletSilent = evidenceSince(s, v.leases[name].LeaseSighting), p.Loss.silence.Describe()
 	}
+	// A remediation's success counts only as read now, from its object.
+	in.Remediation = r.liveRemediationProof(ctx, v, live, p)
 	res := fencing.Verdict(in)
 	if !res.Fenced {
 		return nil, &errNotProvenLive{why: res.Message()}

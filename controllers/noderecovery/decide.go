@@ -13,6 +13,7 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
+	"github.com/fedfailover/fedfailover/internal/remediation"
 )
 
 // decideNode decides for one node of the view on the pass's clock reading:
@@ -28,7 +29,8 @@ func decideNode(v *memberView, n *corev1.Node, now time.Time, machineDeletionEna
 // (storm.go) and the node's own decision read it alike.
 func nodeInput(v *memberView, n *corev1.Node, now time.Time) planInput {
 	in := planInput{Node: n, Record: v.records[n.Name], Sighting: v.sightings[n.Name],
-		Machine: v.machines[n.Name], Lease: v.leases[n.Name], MachinesUnavailable: v.machinesUnavailable, Now: now}
+		Machine: v.machines[n.Name], Lease: v.leases[n.Name], Remediation: v.remediations[n.Name],
+		MachinesUnavailable: v.machinesUnavailable, Now: now}
 	if v.policy != nil && v.nodeScope.Matches(labels.Set(n.Labels)) {
 		// A node outside nodeSelector is treated as if no policy covered it:
 		// nothing new is started; a recovery already acted on is tracked.
@@ -138,7 +140,6 @@ func evidenceInput(in planInput, sil fencing.Silence) fencing.Input {
 		KubeletSilent: sil.Describe()}
 }
 
-// verdictInput is the fencing verdict's input for a node lost by l.
 // verdictOf is the node's fencing verdict for the loss l. When the
 // member's management cluster gave no Machines, a verdict without evidence
 // says so first: the missing Machine is unknown, not absent.
@@ -150,12 +151,16 @@ func verdictOf(in planInput, l loss) fencing.Result {
 	return res
 }
 
+// verdictInput is the fencing verdict's input for a node lost by l: a
+// remediation's success for this loss counts as evidence too.
 func verdictInput(in planInput, l loss) fencing.Input {
 	if l.By == v1alpha1.NodeLossDetectionEvidence {
-		return evidenceInput(in, l.silence)
+		fi := evidenceInput(in, l.silence)
+		fi.Remediation = remediationProof(in)
+		return fi
 	}
 	return fencing.Input{Node: in.Node, Machine: in.Machine, Policy: in.Policy.Fencing,
-		LostSince: in.Sighting.lossAt, SilentSince: in.Sighting.condAt, Now: in.Now}
+		LostSince: in.Sighting.lossAt, SilentSince: in.Sighting.condAt, Now: in.Now, Remediation: remediationProof(in)}
 }
 
 // step is the one thing the reconciler does next for a node.
@@ -177,6 +182,9 @@ const (
 	stepCleanup step = "Cleanup"
 	// stepTrack only watches the replacements of a node already acted on.
 	stepTrack step = "Track"
+	// stepRemediate requests the node's remediation from the policy's
+	// template, or records the one another party created for it.
+	stepRemediate step = "Remediate"
 )
 
 // planInput is everything the per-node decision depends on.
@@ -207,6 +215,8 @@ type planInput struct {
 	// Lease is this process's readings of the node's kubelet Lease (zero
 	// when it is not read: see wantLease).
 	Lease leaseView
+	// Remediation is the node's remediation object as read this pass.
+	Remediation remediationView
 	// MachinesUnavailable says why the member's management cluster gave no
 	// Machines this pass (empty when it did, or when there is none).
 	MachinesUnavailable string
@@ -240,6 +250,8 @@ type plan struct {
 	record *v1alpha1.NodeRecovery
 	// RequeueAfter is when a time-based transition is due (0: none).
 	RequeueAfter time.Duration
+	// Remediation is the remediation's decision, when one is involved.
+	Remediation remediation.Decision
 }
 
 // decide is the pure per-node state machine of node recovery.
@@ -301,6 +313,9 @@ func decide(in planInput) plan {
 		if at := p.Verdict.AssumeFencedAt; !at.IsZero() && in.Now.Before(at) {
 			p.RequeueAfter = at.Sub(in.Now)
 		}
+		if decideRemediation(in, &p) {
+			return p
+		}
 		switch {
 		case !in.Policy.Fencing.RequestMachineDeletion || in.Machine == nil:
 		case in.MachineOwner != "":
@@ -313,6 +328,9 @@ func decide(in planInput) plan {
 		return p
 	}
 	p.Phase, p.Message = v1alpha1.RecoveryPhaseFenced, p.Verdict.Message()
+	if rd := remediationDecision(in); rd.Action == remediation.Proven {
+		p.Remediation = rd // recorded as the remediation's result
+	}
 	if evidence {
 		p.Message = p.Loss.Message // names the same evidence as the verdict
 	}

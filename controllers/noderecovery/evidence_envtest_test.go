@@ -87,7 +87,11 @@ func newEvidenceEnv() (*evidenceEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	hostEnv, err := testenv.Environment(crds...)
+	fence, err := paths.FenceAgentCRDDir() // remediation_envtest_test.go
+	if err != nil {
+		return nil, err
+	}
+	hostEnv, err := testenv.Environment(append(crds, fence)...)
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +331,9 @@ type countingMembers struct {
 	beforeLiveNode  func(name string)
 	beforePodDelete func(p *corev1.Pod)
 	failNodePatch   func(name string) error
+	// liveErr, when set, is what every live read of the member fails with
+	// (the member's API server unreachable from fedfailover).
+	liveErr error
 }
 
 func (c *countingMembers) GetClient(ctx context.Context, cluster string) (client.Client, error) {
@@ -368,6 +375,12 @@ func (h *writeHooks) Patch(ctx context.Context, obj client.Object, patch client.
 }
 
 func (c *countingMembers) GetUncachedClient(ctx context.Context, cluster string) (client.Client, error) {
+	c.mu.Lock()
+	liveErr := c.liveErr
+	c.mu.Unlock()
+	if liveErr != nil {
+		return nil, liveErr
+	}
 	live, err := c.Cache.GetUncachedClient(ctx, cluster)
 	if err != nil {
 		return nil, err

@@ -66,6 +66,9 @@ type memberView struct {
 	minor         int
 	suspended     bool
 	hold          string // why new recoveries wait (see planInput.Hold)
+	// remediations are the remediation objects of the nodes whose loss may
+	// involve one (readRemediations), by node.
+	remediations map[string]remediationView
 	// nodeEvents are the member Events of this pass, written at its end
 	// (writeNodeEvents).
 	nodeEvents []*corev1.Event
@@ -140,6 +143,7 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 		return nil, err
 	}
 	r.readLeases(ctx, v)
+	r.readRemediations(ctx, v)
 	return v, nil
 }
 

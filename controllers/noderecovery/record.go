@@ -215,6 +215,10 @@ func recoveryStatus(cluster string, n *corev1.Node, m *clusterv1.Machine, p plan
 	if m != nil {
 		st.Machine = m.Namespace + "/" + m.Name
 	}
+	if p.record != nil && p.record.Status.Remediation != nil {
+		rr := p.record.Status.Remediation
+		st.Remediation = fmt.Sprintf("%s %s/%s", rr.Kind, rr.Namespace, rr.Name)
+	}
 	if !p.LostSince.IsZero() {
 		t := metaTime(p.LostSince)
 		st.LostSince = &t
@@ -489,6 +493,7 @@ func (r *Reconciler) syncRecord(ctx context.Context, v *memberView, rec *v1alpha
 			st.Method = p.Method
 		}
 		st.DryRun = r.dryRun(v)
+		recordRemediationResult(v.cluster, st, p.Remediation, r.now())
 		if st.Detection == "" && p.Loss.By != "" {
 			// How this loss was found, once: shown, never read back.
 			st.Detection, st.DetectedBy = p.Loss.By, policystatus.Truncate(p.Loss.Message, 1024)
@@ -516,8 +521,14 @@ func (r *Reconciler) updateRecord(ctx context.Context, rec *v1alpha1.NodeRecover
 	return nil
 }
 
-// finishRecord closes the record.
+// finishRecord closes the record, first deleting the loss's remediation
+// object if fedfailover requested it: the remediator's work is over.
 func (r *Reconciler) finishRecord(ctx context.Context, rec *v1alpha1.NodeRecovery, reason, msg string) error {
+	deleted, err := r.deleteRemediation(ctx, rec)
+	if err != nil {
+		return err
+	}
+	msg += deleted
 	now := r.now()
 	return r.updateRecord(ctx, rec, func(st *v1alpha1.NodeRecoveryRecordStatus) {
 		st.Phase, st.FinishReason, st.Message = v1alpha1.RecoveryPhaseFinished, reason, policystatus.Truncate(msg, 1024)

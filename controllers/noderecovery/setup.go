@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -48,6 +49,12 @@ type Options struct {
 	// Machines. It is an installation choice (--enable-machine-deletion), since
 	// it needs a separate RBAC grant; off, such policies delete nothing.
 	EnableMachineDeletion bool
+	// RemediationKinds are the remediation kinds the installation enables
+	// (--remediation-kind; the chart grants their RBAC): each one the host
+	// serves is watched, so that a remediation's result brings the next
+	// pass at once. A policy naming another kind still works, on the
+	// resync period, if the RBAC allows it.
+	RemediationKinds []schema.GroupVersionKind
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -85,6 +92,11 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, NeedLeaderElection: ptr.To(!members.Sharded())})
 	if r.capi {
 		b = b.Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.machineMembers))
+	}
+	for _, gvk := range r.watchRemediations(mgr, opts.RemediationKinds) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		b = b.Watches(u, handler.EnqueueRequestsFromMapFunc(r.remediationMembers))
 	}
 	// Machines of members whose KubeFedCluster names a management cluster,
 	// and that cluster becoming (un)available.

@@ -36,7 +36,7 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport) v
 	}
 	slices.Sort(clusters)
 	var recs []v1alpha1.NodeRecoveryStatus
-	var storms, blocked, left []string
+	var storms, blocked, left, remediating []string
 	for _, c := range clusters {
 		rep := reps[c]
 		recs = append(recs, rep.Recoveries...)
@@ -45,8 +45,11 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport) v
 		}
 		left = append(left, rep.TaintsLeft...)
 		for _, rec := range rep.Recoveries {
-			if rec.Phase == v1alpha1.RecoveryPhaseBlocked {
+			switch rec.Phase {
+			case v1alpha1.RecoveryPhaseBlocked:
 				blocked = append(blocked, fmt.Sprintf("%s/%s: %s", rec.Cluster, rec.Node, rec.Message))
+			case v1alpha1.RecoveryPhaseRemediating:
+				remediating = append(remediating, fmt.Sprintf("%s/%s: %s", rec.Cluster, rec.Node, rec.Message))
 			}
 		}
 	}
@@ -65,11 +68,17 @@ func desiredStatus(pol *v1alpha1.FailoverPolicy, reps map[string]memberReport) v
 		block = policystatus.Condition(pol, v1alpha1.ConditionFencingBlocked, metav1.ConditionTrue, v1alpha1.ReasonNoFencingEvidence,
 			strings.Join(blocked, "; "))
 	}
+	rem := policystatus.Condition(pol, v1alpha1.ConditionRemediating, metav1.ConditionFalse, v1alpha1.ReasonNoRemediationPending,
+		"no lost node waits for a remediation")
+	if len(remediating) > 0 {
+		rem = policystatus.Condition(pol, v1alpha1.ConditionRemediating, metav1.ConditionTrue, v1alpha1.ReasonRemediationPending,
+			policystatus.Truncate(strings.Join(remediating, "; "), 4096))
+	}
 	taints := policystatus.Condition(pol, v1alpha1.ConditionTaintRemovalPending, metav1.ConditionFalse, v1alpha1.ReasonNoTaintLeft,
 		"no taint of fedfailover's waits for removal")
 	if len(left) > 0 {
 		taints = policystatus.Condition(pol, v1alpha1.ConditionTaintRemovalPending, metav1.ConditionTrue, v1alpha1.ReasonTaintStays,
 			policystatus.Truncate(strings.Join(left, "; "), 4096))
 	}
-	return v1alpha1.FailoverPolicyStatus{Recoveries: recs, Conditions: policystatus.Conditions(pol, storm, block, taints)}
+	return v1alpha1.FailoverPolicyStatus{Recoveries: recs, Conditions: policystatus.Conditions(pol, storm, block, rem, taints)}
 }

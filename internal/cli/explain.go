@@ -337,10 +337,14 @@ func (s *Snapshot) stormOf(p *v1alpha1.FailoverPolicy, cluster string) StormView
 // record, else from the decisions about the node.
 func verdictOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, recs []RecordView, decisions []DecisionRow, now time.Time) (string, string) {
 	if rec != nil {
-		return phaseVerdict(rec.Phase, rec.Evidence, rec.Method)
+		return phaseVerdict(rec.Phase, rec.Evidence, rec.Method, rec.Remediation, rec.Message)
 	}
 	if a := activeRecord(recs); a != nil {
-		return phaseVerdict(a.Status.Phase, a.Status.Evidence, a.Status.Method)
+		rem := ""
+		if rr := a.Status.Remediation; rr != nil {
+			rem = fmt.Sprintf("%s %s/%s", rr.Kind, rr.Namespace, rr.Name)
+		}
+		return phaseVerdict(a.Status.Phase, a.Status.Evidence, a.Status.Method, rem, a.Status.Message)
 	}
 	if len(recs) > 0 {
 		last := recs[0]
@@ -359,7 +363,15 @@ func verdictOf(p *v1alpha1.FailoverPolicy, rec *v1alpha1.NodeRecoveryStatus, rec
 	return "Not lost", why
 }
 
-func phaseVerdict(phase v1alpha1.RecoveryPhase, evidence string, method v1alpha1.RecoveryMethod) (string, string) {
+// phaseVerdict answers from a recovery's phase; remediation names the
+// remediation it involves ("" when none) and message is its message.
+func phaseVerdict(phase v1alpha1.RecoveryPhase, evidence string, method v1alpha1.RecoveryMethod, remediation, message string) (string, string) {
+	switch {
+	case phase == v1alpha1.RecoveryPhaseRemediating:
+		return "Lost: waiting for remediation " + orDash(remediation), oneLine(message)
+	case phase == v1alpha1.RecoveryPhaseBlocked && remediation != "":
+		return "Not recovered: remediation " + remediation + " did not fence the node", oneLine(message)
+	}
 	switch phase {
 	case v1alpha1.RecoveryPhaseRecovered:
 		return "Recovered", fmt.Sprintf("fenced by %s, pods released with %s", orDash(evidence), orDash(string(method)))

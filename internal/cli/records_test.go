@@ -145,3 +145,48 @@ func TestTwoActiveRecords(t *testing.T) {
 		t.Errorf("notes %q lack the two active records", e.Notes)
 	}
 }
+
+// TestExplainRemediation: a node whose recovery waits for a remediation
+// says which one and since when; one whose remediation failed says so.
+func TestExplainRemediation(t *testing.T) {
+	s := fixture()
+	s.Policies[0].Status.RecentDecisions = nil
+	waiting := record("member1.m1-node-1.33cc", "member1", "m1-node-1", 2*time.Minute)
+	waiting.Status.Phase = v1alpha1.RecoveryPhaseRemediating
+	waiting.Status.Remediation = &v1alpha1.RemediationRecord{APIVersion: "lab.fedfailover.io/v1alpha1", Kind: "LabRemediation",
+		Namespace: "fence", Name: "member1.m1-node-1.33cc", UID: "r1", RequestedAt: *ago(time.Minute)}
+	waiting.Status.Message = "waiting for remediation LabRemediation fence/member1.m1-node-1.33cc since 2026-11-30T11:59:00Z (timeout 5m0s)"
+	s.Records = append(s.Records, waiting)
+	e, err := BuildExplanation(s, "member1", "m1-node-1", nil, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Verdict != "Lost: waiting for remediation LabRemediation fence/member1.m1-node-1.33cc" || !strings.Contains(e.Detail, "timeout 5m0s") {
+		t.Errorf("verdict %q, %q", e.Verdict, e.Detail)
+	}
+	var b bytes.Buffer
+	if err := RenderExplanation(&b, e, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "waiting for remediation LabRemediation fence/member1.m1-node-1.33cc (requested by fedfailover) since "; !strings.Contains(b.String(), want) {
+		t.Errorf("explain lacks %q:\n%s", want, b.String())
+	}
+
+	waiting.Status.Phase = v1alpha1.RecoveryPhaseBlocked
+	waiting.Status.Remediation.Foreign, waiting.Status.Remediation.Result = true, v1alpha1.RemediationFailed
+	waiting.Status.Remediation.Message = "remediation LabRemediation fence/member1.m1-node-1.33cc failed: Succeeded=False, reason AgentFailed"
+	s.Records[len(s.Records)-1] = waiting
+	if e, err = BuildExplanation(s, "member1", "m1-node-1", nil, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(e.Verdict, "Not recovered: remediation LabRemediation") {
+		t.Errorf("verdict %q", e.Verdict)
+	}
+	b.Reset()
+	if err := RenderExplanation(&b, e, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "(another party's, waited for) Failed: remediation"; !strings.Contains(b.String(), want) {
+		t.Errorf("explain lacks %q:\n%s", want, b.String())
+	}
+}

@@ -172,6 +172,9 @@ func (d *describer) record(r RecordView) {
 	if st.Detection != "" {
 		d.field(2, "Detected", orDash(oneLine(st.DetectedBy))+" ("+string(st.Detection)+")")
 	}
+	if rr := st.Remediation; rr != nil {
+		d.field(2, "Remediation", remediationLine(rr, d.when(&rr.RequestedAt)))
+	}
 	d.field(2, "Evidence", orDash(st.Evidence))
 	d.field(2, "Method", orDash(string(st.Method)))
 	if len(st.Claims) > 0 {
@@ -196,6 +199,21 @@ func (d *describer) record(r RecordView) {
 		d.field(2, "Flags", strings.Join(flags, "; "))
 	}
 	d.field(2, "Message", oneLine(st.Message))
+}
+
+// remediationLine says where a record's remediation stands: "waiting for
+// remediation Kind ns/name (requested by fedfailover) since ...", or how it
+// ended.
+func remediationLine(rr *v1alpha1.RemediationRecord, since string) string {
+	who := "requested by fedfailover"
+	if rr.Foreign {
+		who = "another party's, waited for"
+	}
+	ref := fmt.Sprintf("%s %s/%s (%s)", rr.Kind, rr.Namespace, rr.Name, who)
+	if rr.Result == "" {
+		return "waiting for remediation " + ref + " since " + since
+	}
+	return fmt.Sprintf("remediation %s %s: %s", ref, rr.Result, orDash(oneLine(rr.Message)))
 }
 
 // memberTime shows a time of the member's clock: never as an age, which

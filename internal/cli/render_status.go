@@ -101,7 +101,7 @@ func renderPolicies(w io.Writer, v StatusView, wide bool) error {
 // good state (Ready/MembersConnected True; the others False).
 func conditionMessages(p PolicyRow) string {
 	good := map[string]string{v1alpha1.ConditionReady: "True", v1alpha1.ConditionMembersConnected: "True",
-		v1alpha1.ConditionStormActive: "False", v1alpha1.ConditionFencingBlocked: "False", v1alpha1.ConditionRebalancing: "False",
+		v1alpha1.ConditionStormActive: "False", v1alpha1.ConditionFencingBlocked: "False", v1alpha1.ConditionRemediating: "False", v1alpha1.ConditionRebalancing: "False",
 		v1alpha1.ConditionOverlapping: "False", v1alpha1.ConditionRebalanceSuspended: "False",
 		v1alpha1.ConditionTaintRemovalPending: "False", v1alpha1.ConditionMachineEvidenceUnavailable: "False",
 		v1alpha1.ConditionFailoverReady: "True", v1alpha1.ConditionMemberPermissionDenied: "False"}

@@ -64,6 +64,34 @@ const AnnotationCAPIManagementCluster = "failover.fedfailover.io/capi-management
 // are cleaned up or released from its ownership.
 const FinalizerNodeRecovery = "failover.fedfailover.io/node-recovery"
 
+// Remediation objects fedfailover creates from a remediation template (one
+// per loss, in the host) carry the member and node they are about, for the
+// remediator and for humans; the node's Machine, when the host holds it,
+// too.
+// Labels hold only what fits a label value; the annotations always hold
+// the full names.
+const (
+	// AnnotationRemediationCluster is the member (KubeFedCluster name).
+	AnnotationRemediationCluster = "failover.fedfailover.io/cluster"
+	// AnnotationRemediationNode is the member Node's name.
+	AnnotationRemediationNode = "failover.fedfailover.io/node"
+	// AnnotationRemediationNodeUID is the member Node's UID.
+	AnnotationRemediationNodeUID = "failover.fedfailover.io/node-uid"
+	// AnnotationRemediationProviderID is the Node's spec.providerID.
+	AnnotationRemediationProviderID = "failover.fedfailover.io/provider-id"
+	// AnnotationRemediationMachine is the node's Cluster API Machine
+	// (namespace/name), when it has one in the host (never one of a
+	// management cluster: its names mean nothing in the host).
+	AnnotationRemediationMachine = "failover.fedfailover.io/machine"
+	// LabelRemediationCluster and LabelRemediationNode repeat the member
+	// and node when they are valid label values (selection, kubectl -l).
+	LabelRemediationCluster = "failover.fedfailover.io/cluster"
+	LabelRemediationNode    = "failover.fedfailover.io/node"
+	// LabelManagedBy is the well-known label, valued ManagedByValue.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "fedfailover"
+)
+
 // AnnotationCredentialsSecret on a KubeFedCluster names a Secret, in the
 // kubefed namespace, whose `token` fedfailover uses for that member
 // instead of the one of kubefed's `spec.secretRef` (least-privilege mode,

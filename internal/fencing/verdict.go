@@ -35,6 +35,10 @@ const (
 	// EvidenceAssumeFencedAfter: the node has been lost for at least
 	// fencingSpec.assumeFencedAfter.
 	EvidenceAssumeFencedAfter EvidenceKind = "AssumeFencedAfter"
+	// EvidenceRemediationSucceeded: the remediation requested for this loss
+	// (nodeRecovery.remediation), or another party's tied to it, reports
+	// Succeeded=True (internal/remediation decides which counts).
+	EvidenceRemediationSucceeded EvidenceKind = "RemediationSucceeded"
 )
 
 // Reasons of a NotFenced result. A Fenced result's reason is the kind of its
@@ -73,6 +77,11 @@ type Input struct {
 	// no longer refuses the verdict. Only positive evidence of the machine's
 	// state counts then: assumeFencedAfter, which assumes, does not.
 	KubeletSilent string
+	// Remediation, when set, describes the success of a remediation of this
+	// loss, read from the remediation object in the same pass
+	// (remediation.Decide said it counts): evidence like a Machine
+	// condition.
+	Remediation string
 }
 
 // Evidence is one piece of proof found.
@@ -124,7 +133,7 @@ func Verdict(in Input) Result {
 	if nodecond.IsReady(in.Node) && in.KubeletSilent == "" {
 		return Result{Reason: ReasonNodeReady, Missing: []string{"node is Ready"}}
 	}
-	if !anyEvidenceEnabled(in.Policy) {
+	if !anyEvidenceEnabled(in.Policy) && in.Remediation == "" {
 		return Result{Reason: ReasonNoEvidenceEnabled, Missing: []string{"the policy enables no fencing evidence"}}
 	}
 	var r Result
@@ -135,6 +144,9 @@ func Verdict(in Input) Result {
 	checkMachineInfrastructure(&r, in.Policy, in.Node, machine)
 	checkPoweredOff(&r, in.Policy, machine)
 	checkExternalFence(&r, in.Policy, in.Node, machine, in.LostSince, in.Now)
+	if in.Remediation != "" {
+		r.Found = append(r.Found, Evidence{EvidenceRemediationSucceeded, in.Remediation})
+	}
 	silent := in.SilentSince
 	if silent.IsZero() {
 		silent = in.LostSince

@@ -406,3 +406,27 @@ func TestMachineOfDeletedNode(t *testing.T) {
 		})
 	}
 }
+
+// TestRemediationEvidence: a remediation's success fences a lost node
+// without any Machine evidence, but never a Ready node whose kubelet is
+// not known silent.
+func TestRemediationEvidence(t *testing.T) {
+	lost := node("n1", corev1.ConditionUnknown, t0, nil)
+	in := Input{Node: lost, Policy: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}, LostSince: t0, Now: t0.Add(time.Minute)}
+	if r := Verdict(in); r.Fenced {
+		t.Fatalf("fenced without evidence: %s", r.Message())
+	}
+	in.Remediation = "remediation LabRemediation fence/r reports Succeeded=True (reason PoweredOff)"
+	r := Verdict(in)
+	if !r.Fenced || r.Reason != string(EvidenceRemediationSucceeded) || !strings.Contains(r.Message(), "Succeeded=True") {
+		t.Fatalf("want fenced by the remediation, got %+v", r)
+	}
+	in.Policy = v1alpha1.FencingSpec{}
+	if r := Verdict(in); !r.Fenced {
+		t.Errorf("a policy enabling no Machine evidence still takes the remediation's success: %s", r.Message())
+	}
+	in.Node = node("n1", corev1.ConditionTrue, t0, nil)
+	if r := Verdict(in); r.Fenced {
+		t.Error("a Ready node is never fenced by a remediation's success")
+	}
+}

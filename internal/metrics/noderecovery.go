@@ -56,6 +56,25 @@ var (
 	}, []string{ClusterLabel})
 )
 
+// NodeRemediations counts the remediations (fence agents) node recovery
+// requested, adopted from another party, or saw end, by member and event
+// (see the Remediation* constants).
+var NodeRemediations = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: Namespace,
+	Name:      "node_remediations_total",
+	Help:      "Remediations of lost nodes requested, adopted or ended, by member cluster and event.",
+}, []string{ClusterLabel, "event"})
+
+// Events of NodeRemediations.
+const (
+	RemediationRequested = "requested"
+	RemediationAdopted   = "adopted"
+	RemediationSucceeded = "succeeded"
+	RemediationFailed    = "failed"
+	RemediationTimedOut  = "timed_out"
+	RemediationDryRun    = "dry_run"
+)
+
 // Results of NodeRecoveries.
 const (
 	// NodeRecoveryResultSucceeded: every tracked workload runs elsewhere.
@@ -73,5 +92,5 @@ const (
 )
 
 func init() {
-	mustRegister(NodeRecoveries, NodeRecoverySeconds, FencingBlocked, StormActive, LostNodes, OutOfServiceReadyNodes)
+	mustRegister(NodeRecoveries, NodeRecoverySeconds, FencingBlocked, StormActive, LostNodes, OutOfServiceReadyNodes, NodeRemediations)
 }

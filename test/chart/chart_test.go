@@ -49,7 +49,12 @@ var everyOption = []string{
 	"metrics.serviceMonitor.enabled=true", "metrics.tls.certManager.enabled=true",
 	"metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true",
 	"networkPolicy.enabled=true", "networkPolicy.apiServer.cidrs={10.96.0.10/32}", "networkPolicy.members.cidrs={0.0.0.0/0}",
+	"nodeRecovery.remediation.kinds[0].apiGroup=lab.fedfailover.io", "nodeRecovery.remediation.kinds[0].version=v1alpha1",
+	"nodeRecovery.remediation.kinds[0].kind=LabRemediation", "nodeRecovery.remediation.kinds[0].resource=labremediations",
+	"nodeRecovery.remediation.kinds[0].templateResource=labremediationtemplates",
 }
+
+const remediationRole = "fedfailover-remediation"
 
 func TestServiceMonitorVerifiesTheManagerCertificate(t *testing.T) {
 	t.Run("default: verified, no insecureSkipVerify, no certificate mounted", func(t *testing.T) {
@@ -146,6 +151,45 @@ func TestMachineDeletionOnlyWhenEnabled(t *testing.T) {
 			t.Errorf("objects differ:\n helm:      %v\n kustomize: %v", a, b)
 		}
 	})
+}
+
+// TestRemediationKindsOnlyWhenListed: the remediation role exists only
+// for the kinds the installation lists, with exactly the verbs remediation
+// needs on each (create, get, list, watch, delete its remediations; get its
+// templates), and each kind is passed to the manager to watch.
+func TestRemediationKindsOnlyWhenListed(t *testing.T) {
+	for name, objs := range map[string][]*unstructured.Unstructured{"chart default": helmTemplate(t), "kustomize": kustomize(t, true)} {
+		if find(objs, "ClusterRole", "", remediationRole) != nil {
+			t.Errorf("%s: ClusterRole %s rendered without kinds", name, remediationRole)
+		}
+		if c := managerContainer(t, objs); slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--remediation-kind") }) {
+			t.Errorf("%s: --remediation-kind passed without kinds: %v", name, c.Args)
+		}
+	}
+	objs := helmTemplate(t, everyOption...)
+	role := find(objs, "ClusterRole", "", remediationRole)
+	if role == nil {
+		t.Fatalf("no ClusterRole %s", remediationRole)
+	}
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{"lab.fedfailover.io"}, Resources: []string{"labremediations"}, Verbs: []string{"create", "get", "list", "watch", "delete"}},
+		{APIGroups: []string{"lab.fedfailover.io"}, Resources: []string{"labremediationtemplates"}, Verbs: []string{"get"}},
+	}
+	if have := rulesOf(t, role); !reflect.DeepEqual(have, want) {
+		t.Errorf("%s rules %+v, want %+v", remediationRole, have, want)
+	}
+	b := find(objs, "ClusterRoleBinding", "", remediationRole)
+	if b == nil {
+		t.Fatalf("no ClusterRoleBinding %s", remediationRole)
+	}
+	if c := managerContainer(t, objs); !slices.Contains(c.Args, "--remediation-kind=LabRemediation.v1alpha1.lab.fedfailover.io") {
+		t.Errorf("manager args %v lack the remediation kind", c.Args)
+	}
+	if out := helmTemplateFails(t, "nodeRecovery.remediation.kinds[0].apiGroup=*", "nodeRecovery.remediation.kinds[0].version=v1",
+		"nodeRecovery.remediation.kinds[0].kind=X", "nodeRecovery.remediation.kinds[0].resource=x",
+		"nodeRecovery.remediation.kinds[0].templateResource=y"); !strings.Contains(out, "apiGroup") {
+		t.Errorf("a wildcard group was not refused by the values schema: %s", out)
+	}
 }
 
 func TestInsecureMemberEndpointsOnlyWhenAsked(t *testing.T) {

@@ -34,8 +34,8 @@ import (
 // other remediator is first.
 const remediatorDelay = 2 * time.Second
 
-// remediation is what the other remediator did.
-type remediation struct {
+// remediatorAct is what the other remediator did.
+type remediatorAct struct {
 	// Added: its patch added the taint; Found: a taint was there already.
 	Added, Found bool
 	At           time.Time
@@ -47,34 +47,34 @@ type remediation struct {
 // gives, which are fedfailover's too) to the node if the lab says the node
 // is off and no out-of-service taint is there yet, with an optimistic lock
 // on the Node it read, as a controller's update has, retried on conflict.
-func anotherRemediator(ctx context.Context, cl client.Client, node string, delay time.Duration) <-chan remediation {
-	out := make(chan remediation, 1)
+func anotherRemediator(ctx context.Context, cl client.Client, node string, delay time.Duration) <-chan remediatorAct {
+	out := make(chan remediatorAct, 1)
 	go func() {
 		t := time.NewTimer(delay) // its reaction time, part of the scenario
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			out <- remediation{Err: ctx.Err()}
+			out <- remediatorAct{Err: ctx.Err()}
 			return
 		case <-t.C:
 		}
 		for range 10 {
 			off, err := theLab.Faulted(node)
 			if err != nil {
-				out <- remediation{Err: fmt.Errorf("asking the lab whether %s is off: %w", node, err)}
+				out <- remediatorAct{Err: fmt.Errorf("asking the lab whether %s is off: %w", node, err)}
 				return
 			}
 			if !off {
-				out <- remediation{Err: fmt.Errorf("the lab says %s is not off: nothing to remediate", node)}
+				out <- remediatorAct{Err: fmt.Errorf("the lab says %s is not off: nothing to remediate", node)}
 				return
 			}
 			n, err := getNode(ctx, cl, node)
 			if err != nil {
-				out <- remediation{Err: err}
+				out <- remediatorAct{Err: err}
 				return
 			}
 			if hasOOSTaint(n) {
-				out <- remediation{Found: true, At: time.Now()}
+				out <- remediatorAct{Found: true, At: time.Now()}
 				return
 			}
 			patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -83,10 +83,10 @@ func anotherRemediator(ctx context.Context, cl client.Client, node string, delay
 			if apierrors.IsConflict(err) {
 				continue // the node changed since read: look again
 			}
-			out <- remediation{Added: err == nil, At: time.Now(), Err: err}
+			out <- remediatorAct{Added: err == nil, At: time.Now(), Err: err}
 			return
 		}
-		out <- remediation{Err: fmt.Errorf("node %s kept changing under the patch", node)}
+		out <- remediatorAct{Err: fmt.Errorf("node %s kept changing under the patch", node)}
 	}()
 	return out
 }
@@ -172,7 +172,7 @@ func TestNodeRecoveryCoexistsWithAnotherRemediator(t *testing.T) {
 	if err := theLab.PowerOff(ctx, node, lab.EvidenceMachineDeleted); err != nil {
 		t.Fatal(err)
 	}
-	var other remediation
+	var other remediatorAct
 	select {
 	case other = <-anotherRemediator(ctx, cl, node, remediatorDelay):
 	case <-time.After(30 * time.Second):

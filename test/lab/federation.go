@@ -34,6 +34,12 @@ func (l *Lab) setupHost(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
+	// The lab's own fence agent API (test/lab/fenceagent).
+	fence, err := paths.FenceAgentCRDDir()
+	if err != nil {
+		return err
+	}
+	files = append(files, filepath.Join(fence, "lab.fedfailover.io_crds.yaml"))
 	if err := installCRDs(ctx, cl, files...); err != nil {
 		return fmt.Errorf("host CRDs: %w", err)
 	}

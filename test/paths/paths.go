@@ -115,3 +115,13 @@ func HostCRDFiles() ([]string, error) {
 	}
 	return files, nil
 }
+
+// FenceAgentCRDDir is the directory of the lab fence agent's CRDs
+// (lab.fedfailover.io LabRemediation and LabRemediationTemplate).
+func FenceAgentCRDDir() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "test", "lab", "fenceagent", "crds"), nil
+}

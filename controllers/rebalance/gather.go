@@ -146,6 +146,8 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefed kubefe
 		// Held by another replica: what it published (summary.go).
 		holder, live := r.members.MemberHolder(cluster)
 		return r.summaries.observation(ctx, cluster, holder, live, ns, w.name, r.now()), nil
+	case r.members.Sharded():
+		metrics.ShardSummaryUnknown.DeleteLabelValues(cluster) // held here: no summary read
 	}
 	return r.observeHeld(ctx, cluster, ns, w, r.ensureWatches)
 }

@@ -49,6 +49,7 @@ func (g *summaryCollector) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, fmt.Errorf("deleting MemberSummary %s of a member that left: %w", sum.Name, err)
 	}
 	metrics.ShardSummariesDeleted.Inc()
+	metrics.ShardSummaryUnknown.DeleteLabelValues(sum.Spec.Member)
 	ctrl.LoggerFrom(ctx).Info("Deleted the MemberSummary of a member that left the federation",
 		"cluster", sum.Spec.Member, "holder", sum.Spec.Holder)
 	return ctrl.Result{}, nil

@@ -30,7 +30,7 @@ import (
 // elected leader). So every replica observes the members it holds for
 // every RSP (observer, the same observe a rebalance pass runs) and
 // publishes what it saw, per member, in a MemberSummary on the host
-// (summaryPublisher, written only on change); the writer reads the
+// (summaryPublisher, written on change, renewed otherwise); the writer reads the
 // summaries of the members it does not hold (summaryReader). A summary
 // counts only while its writer holds the member's Lease as the writer of
 // RSPs sees that Lease (its own clock): a summary of a replica that lost

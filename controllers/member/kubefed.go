@@ -45,3 +45,6 @@ func (c *Cache) KubeFedClusterSource(h handler.TypedEventHandler[*kubefedv1beta1
 	preds ...predicate.TypedPredicate[*kubefedv1beta1.KubeFedCluster]) source.Source {
 	return source.Kind(c.kubefed.GetCache(), &kubefedv1beta1.KubeFedCluster{}, h, preds...)
 }
+
+// KubeFedNamespace is where the KubeFedClusters are.
+func (c *Cache) KubeFedNamespace() string { return c.opts.Namespace }

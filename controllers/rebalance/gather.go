@@ -145,7 +145,9 @@ func (r *Reconciler) observe(ctx context.Context, cluster string, kubefed kubefe
 	case r.members.Sharded() && !r.members.HoldsMember(cluster):
 		// Held by another replica: what it published (summary.go).
 		holder, live := r.members.MemberHolder(cluster)
-		return r.summaries.observation(ctx, cluster, holder, live, ns, w.name), nil
+		return r.summaries.observation(ctx, cluster, holder, live, ns, w.name, r.now()), nil
+	case r.members.Sharded():
+		metrics.ShardSummaryUnknown.DeleteLabelValues(cluster) // held here: no summary read
 	}
 	return r.observeHeld(ctx, cluster, ns, w, r.ensureWatches)
 }

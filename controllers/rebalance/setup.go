@@ -64,6 +64,12 @@ type Options struct {
 	// SummaryFlush is how often changed member summaries are written
 	// (default 500ms).
 	SummaryFlush time.Duration
+	// SummaryRenew is how long after its last write an unchanged summary
+	// is written again (default 10s); SummaryStaleAfter is how long after
+	// the leader last saw a summary change it counts as Unknown (default
+	// 30s, at least two renew periods).
+	SummaryRenew      time.Duration
+	SummaryStaleAfter time.Duration
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -72,6 +78,8 @@ func (o Options) withDefaults() Options {
 	defaults.Set(&o.Resync, 30*time.Second)
 	defaults.Set(&o.MaxConcurrentReconciles, 16)
 	defaults.Set(&o.SummaryFlush, 500*time.Millisecond)
+	defaults.Set(&o.SummaryRenew, 10*time.Second)
+	defaults.Set(&o.SummaryStaleAfter, 30*time.Second)
 	defaults.Clock(&o.Now)
 	return o
 }
@@ -148,8 +156,19 @@ func (r *Reconciler) setupSummaries(mgr ctrl.Manager, members *member.Cache, bld
 	if err := mgr.Add(view); err != nil {
 		return nil, err
 	}
-	r.summaries = &summaryReader{reader: view.GetCache(), namespace: ns}
-	pub := newSummaryPublisher(view.GetClient(), ns, members.ShardIdentity(), members.HoldsMember, r.opts.SummaryFlush)
+	if r.opts.SummaryStaleAfter < 2*r.opts.SummaryRenew {
+		return nil, fmt.Errorf("member summaries go stale after %s, want at least two renew periods (%s)", r.opts.SummaryStaleAfter, r.opts.SummaryRenew)
+	}
+	clock := newSummaryClock(r.opts.SummaryStaleAfter)
+	inf, err := view.GetCache().GetInformer(context.Background(), &v1alpha1.MemberSummary{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("watching member summaries: %w", err)
+	}
+	if _, err := inf.AddEventHandler(clock.handler(r.opts.Now)); err != nil {
+		return nil, fmt.Errorf("watching member summaries: %w", err)
+	}
+	r.summaries = &summaryReader{reader: view.GetCache(), namespace: ns, clock: clock}
+	pub := newSummaryPublisher(view.GetClient(), ns, members.ShardIdentity(), members.HoldsMember, r.opts.SummaryFlush, r.opts.SummaryRenew, r.opts.Now)
 	if err := mgr.Add(pub); err != nil {
 		return nil, err
 	}
@@ -163,6 +182,17 @@ func (r *Reconciler) setupSummaries(mgr ctrl.Manager, members *member.Cache, bld
 		return nil, fmt.Errorf("creating the rebalance observer: %w", err)
 	}
 	obs.ctrl = oc
+	if err := ctrl.NewControllerManagedBy(mgr).Named("membersummary-collector").
+		WatchesRawSource(source.Kind(view.GetCache(), &v1alpha1.MemberSummary{}, &handler.TypedEnqueueRequestForObject[*v1alpha1.MemberSummary]{})).
+		WatchesRawSource(members.KubeFedClusterSource(handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, kfc *kubefedv1beta1.KubeFedCluster) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: summaryName(kfc.Name)}}}
+		}), predicate.TypedFuncs[*kubefedv1beta1.KubeFedCluster]{
+			CreateFunc: func(event.TypedCreateEvent[*kubefedv1beta1.KubeFedCluster]) bool { return false },
+			UpdateFunc: func(event.TypedUpdateEvent[*kubefedv1beta1.KubeFedCluster]) bool { return false },
+		})).
+		Complete(&summaryCollector{summaries: view.GetCache(), writer: view.GetClient(), live: mgr.GetAPIReader(), kubefedNS: members.KubeFedNamespace()}); err != nil {
+		return nil, fmt.Errorf("creating the member summary collector: %w", err)
+	}
 	toRSPs := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, s *v1alpha1.MemberSummary) []reconcile.Request {
 		out := make([]reconcile.Request, 0, len(s.Spec.Workloads))
 		for _, w := range s.Spec.Workloads {
@@ -170,7 +200,12 @@ func (r *Reconciler) setupSummaries(mgr ctrl.Manager, members *member.Cache, bld
 		}
 		return out
 	})
-	return bld.WatchesRawSource(source.Kind(view.GetCache(), &v1alpha1.MemberSummary{}, toRSPs)), nil
+	// A renewal alone (metadata) needs no pass, unless it makes a stale
+	// summary count again.
+	renewedOnly := predicate.TypedFuncs[*v1alpha1.MemberSummary]{UpdateFunc: func(e event.TypedUpdateEvent[*v1alpha1.MemberSummary]) bool {
+		return e.ObjectOld.Generation != e.ObjectNew.Generation || clock.revived(e.ObjectNew.Name, e.ObjectNew.ResourceVersion, r.opts.Now())
+	}}
+	return bld.WatchesRawSource(source.Kind(view.GetCache(), &v1alpha1.MemberSummary{}, toRSPs, renewedOnly)), nil
 }
 
 // allRSPs maps a change to every RSP (in one namespace when given): there

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,12 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/metrics"
 	"github.com/fedfailover/fedfailover/internal/shard"
 )
 
@@ -27,7 +30,7 @@ import (
 // elected leader). So every replica observes the members it holds for
 // every RSP (observer, the same observe a rebalance pass runs) and
 // publishes what it saw, per member, in a MemberSummary on the host
-// (summaryPublisher, written only on change); the writer reads the
+// (summaryPublisher, written on change, renewed otherwise); the writer reads the
 // summaries of the members it does not hold (summaryReader). A summary
 // counts only while its writer holds the member's Lease as the writer of
 // RSPs sees that Lease (its own clock): a summary of a replica that lost
@@ -35,9 +38,22 @@ import (
 // (it keeps what it holds) until the new holder publishes. Failure of a
 // member never rests on a summary: it needs kubefed's own verdict, which
 // the writer reads itself.
+//
+// A summary is also only as fresh as its last write: the holder rewrites
+// an unchanged one every renew period (an annotation counter, so the
+// writer of RSPs is not woken), and the writer of RSPs counts a summary
+// only while it saw its resourceVersion change, on its own clock, within
+// the stale-after period (summaryClock): a publisher that stopped, or a
+// summary left from an earlier hold, reads as Unknown, never as room.
+// The publisher's own timestamps are never read. The summary of a member
+// that left the federation is deleted by the leader (summaryCollector).
 
 // summaryPrefix names the MemberSummary of a member (shard.LeaseName).
 const summaryPrefix = "fedfailover-summary-"
+
+// summaryRenewal is the annotation counter the holder bumps to renew an
+// unchanged summary (only its change matters, never its value as a time).
+const summaryRenewal = "failover.fedfailover.io/summary-renewal"
 
 // summaryName is the MemberSummary object of a member.
 func summaryName(member string) string { return shard.LeaseName(summaryPrefix, member) }
@@ -67,16 +83,22 @@ type summaryPublisher struct {
 	identity  string
 	holds     func(member string) bool
 	period    time.Duration
+	// renew: an unchanged summary is written again this long after its
+	// last write, so readers can tell a live publisher from a stopped one.
+	renew time.Duration
+	now   func() time.Time
 
 	mu      sync.Mutex
 	seen    map[string]map[string]v1alpha1.WorkloadSummary // member → workload key → summary
 	dirty   map[string]bool
 	written map[string]*v1alpha1.MemberSummary // as last written by this replica
+	wroteAt map[string]time.Time               // this replica's clock
 }
 
-func newSummaryPublisher(host client.Client, namespace, identity string, holds func(string) bool, period time.Duration) *summaryPublisher {
-	return &summaryPublisher{host: host, namespace: namespace, identity: identity, holds: holds, period: period,
-		seen: map[string]map[string]v1alpha1.WorkloadSummary{}, dirty: map[string]bool{}, written: map[string]*v1alpha1.MemberSummary{}}
+func newSummaryPublisher(host client.Client, namespace, identity string, holds func(string) bool, period, renew time.Duration, now func() time.Time) *summaryPublisher {
+	return &summaryPublisher{host: host, namespace: namespace, identity: identity, holds: holds, period: period, renew: renew, now: now,
+		seen: map[string]map[string]v1alpha1.WorkloadSummary{}, dirty: map[string]bool{}, written: map[string]*v1alpha1.MemberSummary{},
+		wroteAt: map[string]time.Time{}}
 }
 
 // set records what this replica saw of an RSP's workload in a member it holds.
@@ -127,26 +149,45 @@ func (p *summaryPublisher) Start(ctx context.Context) error {
 }
 
 // flush writes the summary of every changed member this replica still
-// holds; a member no longer held is forgotten (its new holder publishes).
+// holds, and renews those written a renew period ago; a member no longer
+// held is forgotten (its new holder publishes).
 func (p *summaryPublisher) flush(ctx context.Context) {
+	now := p.now()
 	p.mu.Lock()
-	var todo []*v1alpha1.MemberSummary
-	for member := range p.dirty {
+	type job struct {
+		s     *v1alpha1.MemberSummary
+		renew bool
+	}
+	var todo []job
+	for member := range p.seen {
 		if !p.holds(member) {
 			delete(p.seen, member)
 			delete(p.written, member)
 			delete(p.dirty, member)
+			delete(p.wroteAt, member)
 			continue
 		}
-		todo = append(todo, p.summaryLocked(member))
+		// Due for renewal: a renew period after this replica's last
+		// write, or never written by this replica (it may have just
+		// started, or taken the member over).
+		at, wrote := p.wroteAt[member]
+		due := !wrote || now.Sub(at) >= p.renew
+		if p.dirty[member] || due {
+			todo = append(todo, job{p.summaryLocked(member), !p.dirty[member]})
+		}
 	}
 	p.mu.Unlock()
-	for _, s := range todo {
-		if err := p.write(ctx, s); err != nil {
+	for _, j := range todo {
+		s := j.s
+		wrote, err := p.write(ctx, s, j.renew)
+		if err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("Publishing a member summary failed; retried at the next flush", "member", s.Spec.Member, "error", err.Error())
 			continue
 		}
 		p.mu.Lock()
+		if wrote {
+			p.wroteAt[s.Spec.Member] = now
+		}
 		if cur := p.summaryLocked(s.Spec.Member); equality.Semantic.DeepEqual(cur.Spec, s.Spec) {
 			delete(p.dirty, s.Spec.Member)
 		}
@@ -168,8 +209,9 @@ func (p *summaryPublisher) summaryLocked(member string) *v1alpha1.MemberSummary 
 }
 
 // write creates or updates the member's summary (optimistic lock on what
-// this replica last wrote or read).
-func (p *summaryPublisher) write(ctx context.Context, want *v1alpha1.MemberSummary) error {
+// this replica last wrote or read); renew writes it even unchanged, with
+// the renewal counter bumped. wrote: the summary's resourceVersion changed.
+func (p *summaryPublisher) write(ctx context.Context, want *v1alpha1.MemberSummary, renew bool) (wrote bool, err error) {
 	p.mu.Lock()
 	last := p.written[want.Spec.Member]
 	p.mu.Unlock()
@@ -179,31 +221,35 @@ func (p *summaryPublisher) write(ctx context.Context, want *v1alpha1.MemberSumma
 		switch {
 		case apierrors.IsNotFound(err):
 			if err := p.host.Create(ctx, want, client.FieldOwner(FieldOwner)); err != nil {
-				return fmt.Errorf("creating MemberSummary %s: %w", want.Name, err)
+				return false, fmt.Errorf("creating MemberSummary %s: %w", want.Name, err)
 			}
 			p.remember(want)
-			return nil
+			return true, nil
 		case err != nil:
-			return fmt.Errorf("getting MemberSummary %s: %w", want.Name, err)
+			return false, fmt.Errorf("getting MemberSummary %s: %w", want.Name, err)
 		}
 		last = cur
 	}
-	if equality.Semantic.DeepEqual(last.Spec, want.Spec) {
+	if !renew && equality.Semantic.DeepEqual(last.Spec, want.Spec) {
 		p.remember(last)
-		return nil
+		return false, nil
 	}
 	next := last.DeepCopy()
 	next.Spec = want.Spec
+	if renew {
+		n, _ := strconv.ParseUint(next.Annotations[summaryRenewal], 10, 64)
+		metav1.SetMetaDataAnnotation(&next.ObjectMeta, summaryRenewal, strconv.FormatUint(n+1, 10))
+	}
 	if err := p.host.Update(ctx, next, client.FieldOwner(FieldOwner)); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			p.mu.Lock()
 			delete(p.written, want.Spec.Member) // read again next time
 			p.mu.Unlock()
 		}
-		return fmt.Errorf("updating MemberSummary %s: %w", want.Name, err)
+		return false, fmt.Errorf("updating MemberSummary %s: %w", want.Name, err)
 	}
 	p.remember(next)
-	return nil
+	return true, nil
 }
 
 func (p *summaryPublisher) remember(s *v1alpha1.MemberSummary) {
@@ -262,28 +308,161 @@ func (o *observer) watches(ctx context.Context, cluster string) error {
 type summaryReader struct {
 	reader    client.Reader
 	namespace string
+	clock     *summaryClock
 }
 
 // observation is the published observation of the workload in member, or
-// Unknown (keeps what it holds) when no live holder published one: no
-// summary, one written by a replica that does not hold the member now, a
-// holder whose Lease stopped changing, or no entry for the workload yet.
-func (s *summaryReader) observation(ctx context.Context, member, holder string, live bool, ns, name string) observation {
+// Unknown (keeps what it holds) when no live holder published a fresh one:
+// no summary, one written by a replica that does not hold the member now,
+// a holder whose Lease stopped changing, a summary this replica has not
+// seen change within staleAfter (on its own clock, now), or no entry for
+// the workload yet.
+func (s *summaryReader) observation(ctx context.Context, member, holder string, live bool, ns, name string, now time.Time) observation {
 	unknown := observation{KubefedReady: true, Unknown: true}
-	if s == nil || holder == "" || !live {
+	if s == nil {
 		return unknown
 	}
 	sum := &v1alpha1.MemberSummary{}
-	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: summaryName(member)}, sum); err != nil {
-		return unknown
+	err := s.reader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: summaryName(member)}, sum)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.clock.observe(summaryName(member), "", now)
+		return s.unknown(member, unknown)
+	case err != nil:
+		return s.unknown(member, unknown)
 	}
-	if sum.Spec.Member != member || sum.Spec.Holder != holder {
-		return unknown
+	s.clock.observe(sum.Name, sum.ResourceVersion, now)
+	if holder == "" || !live || sum.Spec.Member != member || sum.Spec.Holder != holder ||
+		!s.clock.fresh(sum.Name, sum.ResourceVersion, now) {
+		return s.unknown(member, unknown)
 	}
+	metrics.ShardSummaryUnknown.WithLabelValues(member).Set(0)
 	for _, w := range sum.Spec.Workloads {
 		if w.Namespace == ns && w.Name == name {
 			return fromSummary(w)
 		}
 	}
 	return unknown
+}
+
+func (s *summaryReader) unknown(member string, o observation) observation {
+	metrics.ShardSummaryUnknown.WithLabelValues(member).Set(1)
+	return o
+}
+
+// summaryClock records, on this replica's clock, when it saw each
+// summary's resourceVersion change (client-go leader election's rule for
+// Leases: another process's timestamps are never compared with this
+// clock). Fed by the summary informer and by every read, whichever sees
+// a new resourceVersion first.
+type summaryClock struct {
+	// staleAfter: a summary whose last change this replica saw longer
+	// ago than this is stale.
+	staleAfter time.Duration
+
+	mu   sync.Mutex
+	seen map[string]seenSummary // by summary name
+}
+
+// seenSummary: rv as last seen, when, and whether that sight was a change
+// (a summary already there when this replica first looked proves nothing
+// about its age); revived: the change ended a stale (or unproven) sight.
+type seenSummary struct {
+	rv      string
+	at      time.Time
+	changed bool
+	revived bool
+}
+
+func newSummaryClock(staleAfter time.Duration) *summaryClock {
+	return &summaryClock{staleAfter: staleAfter, seen: map[string]seenSummary{}}
+}
+
+// observe records that rv ("" when absent) is what name holds now.
+func (c *summaryClock) observe(name, rv string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, ok := c.seen[name]
+	switch {
+	case !ok:
+		c.seen[name] = seenSummary{rv: rv, at: now}
+	case prev.rv != rv:
+		c.changedLocked(name, rv, now, prev)
+	}
+}
+
+// created records a summary that appeared after this replica started
+// watching: a change.
+func (c *summaryClock) created(name, rv string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev := c.seen[name]; prev.rv != rv || !prev.changed {
+		c.changedLocked(name, rv, now, prev)
+	}
+}
+
+func (c *summaryClock) changedLocked(name, rv string, now time.Time, prev seenSummary) {
+	wasFresh := prev.changed && prev.rv != "" && now.Sub(prev.at) <= c.staleAfter
+	c.seen[name] = seenSummary{rv: rv, at: now, changed: true, revived: !wasFresh}
+}
+
+// revived: rv, seen now (recorded if no one did yet), is a change that
+// made a stale or unproven summary fresh again: the RSPs it lists need a
+// pass even though only its renewal counter changed.
+func (c *summaryClock) revived(name, rv string, now time.Time) bool {
+	c.observe(name, rv, now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seen[name]
+	return s.rv == rv && s.revived
+}
+
+// forget drops a deleted summary.
+func (c *summaryClock) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[name] = seenSummary{}
+}
+
+// fresh: this replica saw name change to rv within staleAfter before now.
+func (c *summaryClock) fresh(name, rv string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.seen[name]
+	return ok && s.changed && s.rv == rv && now.Sub(s.at) <= c.staleAfter
+}
+
+// handler feeds the clock from the summary informer.
+func (c *summaryClock) handler(now func() time.Time) toolscache.ResourceEventHandler {
+	rv := func(obj any) (string, string, bool) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		s, ok := obj.(*v1alpha1.MemberSummary)
+		if !ok {
+			return "", "", false
+		}
+		return s.Name, s.ResourceVersion, true
+	}
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if name, v, ok := rv(obj); ok {
+				if initial {
+					c.observe(name, v, now())
+				} else {
+					c.created(name, v, now())
+				}
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if name, v, ok := rv(obj); ok {
+				c.observe(name, v, now())
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if name, _, ok := rv(obj); ok {
+				c.forget(name)
+			}
+		},
+	}
 }

@@ -32,6 +32,26 @@ var (
 		Name:      "lease_transitions_total",
 		Help:      "Member Lease transitions of this replica, by transition (acquired, released, lost).",
 	}, []string{ClusterLabel, "transition"})
+
+	// ShardSummaryUnknown is 1 while the leader reads a member another
+	// replica holds as Unknown: no MemberSummary, one by a replica that
+	// does not hold the member, a holder whose Lease is not live, or one
+	// not renewed within the stale-after period (sharded rebalance).
+	ShardSummaryUnknown = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Subsystem: "shard",
+		Name:      "summary_unknown",
+		Help:      "1 while the leader reads a member held by another replica as Unknown (no live, fresh MemberSummary).",
+	}, []string{ClusterLabel})
+
+	// ShardSummariesDeleted counts MemberSummaries the leader deleted
+	// because their member left the federation.
+	ShardSummariesDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Subsystem: "shard",
+		Name:      "summaries_deleted_total",
+		Help:      "MemberSummaries deleted because their member's KubeFedCluster is gone.",
+	})
 )
 
 // Transitions for ShardLeaseTransitions.
@@ -42,5 +62,5 @@ const (
 )
 
 func init() {
-	mustRegister(ShardOwnedMembers, ShardPeers, ShardLeaseTransitions)
+	mustRegister(ShardOwnedMembers, ShardPeers, ShardLeaseTransitions, ShardSummaryUnknown, ShardSummariesDeleted)
 }

@@ -109,8 +109,9 @@ type replica struct {
 }
 
 // startReplica starts a manager process with sharding on, in iso when it
-// is set; it is stopped when the test ends (its log shown on failure).
-func (f *fixture) startReplica(name string, iso *lab.Isolation) *replica {
+// is set, with the extra flags given; it is stopped when the test ends
+// (its log shown on failure).
+func (f *fixture) startReplica(name string, iso *lab.Isolation, extra ...string) *replica {
 	t := f.t
 	t.Helper()
 	r := &replica{name: name, iso: iso, metrics: freePort(t), log: filepath.Join(f.logDir, name+".log"),
@@ -123,6 +124,7 @@ func (f *fixture) startReplica(name string, iso *lab.Isolation) *replica {
 		"--shard", "--shard-lease-namespace=" + f.ns, "--shard-lease-duration=" + shardLease.String(),
 		"--shard-renew-deadline=" + shardRenew.String(), "--shard-retry-period=" + shardRetry.String(),
 		"--metrics-bind-address=" + r.metrics, "--metrics-secure=false", "--health-probe-bind-address=0"}
+	args = append(args, extra...)
 	p, err := managerproc.Start(managerproc.Options{Bin: managerBin, Args: args, Log: r.log, Isolation: iso})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +180,21 @@ var (
 )
 
 // scrape reads the replica's fedfailover_* metrics.
-func (r *replica) scrape() ([]sample, error) {
+func (r *replica) scrape() ([]sample, error) { return r.scrapePrefix("fedfailover_") }
+
+// leads reports whether the replica is the elected leader (controller-
+// runtime's leader_election_master_status).
+func (r *replica) leads() bool {
+	samples, err := r.scrapePrefix("leader_election_master_status")
+	if err != nil {
+		return false
+	}
+	v, ok := value(samples, "leader_election_master_status", map[string]string{"name": leaderElectionID})
+	return ok && v == 1
+}
+
+// scrapePrefix reads the replica's metrics whose names start with prefix.
+func (r *replica) scrapePrefix(prefix string) ([]sample, error) {
 	if !r.alive() {
 		return nil, errors.New(r.name + " exited")
 	}
@@ -192,7 +208,7 @@ func (r *replica) scrape() ([]sample, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		m := sampleLine.FindStringSubmatch(sc.Text())
-		if m == nil || !strings.HasPrefix(m[1], "fedfailover_") {
+		if m == nil || !strings.HasPrefix(m[1], prefix) {
 			continue
 		}
 		v, err := strconv.ParseFloat(m[3], 64)
@@ -375,36 +391,41 @@ func (f *fixture) createPolicy(name string, notReadyFor v1alpha1.Duration) {
 	if err := f.host.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := f.host.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting policy %s: %v", name, err)
+	t.Cleanup(func() { f.deletePolicy(t, p) })
+}
+
+// deletePolicy deletes p, waits up to 20 s for the leader to run its
+// finalizers (then removes them) and deletes the RecoveryGuards.
+func (f *fixture) deletePolicy(t *testing.T, p *v1alpha1.FailoverPolicy) {
+	t.Helper()
+	name, ctx := p.Name, context.Background()
+	if err := f.host.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting policy %s: %v", name, err)
+	}
+	// The leader runs the finalizers; one that does not within 20 s
+	// leaves them to us.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cur := &v1alpha1.FailoverPolicy{}
+		err := f.host.Get(ctx, client.ObjectKeyFromObject(p), cur)
+		if apierrors.IsNotFound(err) {
+			break
 		}
-		// The leader runs the finalizers; one that does not within 20 s
-		// leaves them to us.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			cur := &v1alpha1.FailoverPolicy{}
-			err := f.host.Get(ctx, client.ObjectKeyFromObject(p), cur)
-			if apierrors.IsNotFound(err) {
+		if err == nil && time.Now().After(deadline) {
+			patch := client.MergeFrom(cur.DeepCopy())
+			cur.Finalizers = nil
+			if err := f.host.Patch(ctx, cur, patch); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("removing the finalizers of policy %s: %v", name, err)
 				break
 			}
-			if err == nil && time.Now().After(deadline) {
-				patch := client.MergeFrom(cur.DeepCopy())
-				cur.Finalizers = nil
-				if err := f.host.Patch(ctx, cur, patch); err != nil && !apierrors.IsNotFound(err) {
-					t.Errorf("removing the finalizers of policy %s: %v", name, err)
-					break
-				}
-				deadline = time.Now().Add(time.Hour)
-			}
-			time.Sleep(200 * time.Millisecond) // polling with a deadline
+			deadline = time.Now().Add(time.Hour)
 		}
-		// The storm state must not leak into the next test.
-		if err := f.host.DeleteAllOf(ctx, &v1alpha1.RecoveryGuard{}); err != nil {
-			t.Errorf("deleting RecoveryGuards: %v", err)
-		}
-	})
+		time.Sleep(200 * time.Millisecond) // polling with a deadline
+	}
+	// The storm state must not leak into the next test.
+	if err := f.host.DeleteAllOf(ctx, &v1alpha1.RecoveryGuard{}); err != nil {
+		t.Errorf("deleting RecoveryGuards: %v", err)
+	}
 }
 
 // createDB creates a one-replica StatefulSet "db" with an RWO volume in

@@ -4,7 +4,7 @@
 // four members with audit logs on. Run with (root: one replica runs in a
 // network namespace):
 //
-//	go test -tags e2e -timeout 20m -v ./test/sharding/
+//	go test -tags e2e -timeout 30m -v ./test/sharding/
 package sharding
 
 import (

@@ -142,8 +142,11 @@ func cacheHeap(t *testing.T, cfg *rest.Config, profile string) heapDelta {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

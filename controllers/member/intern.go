@@ -36,6 +36,7 @@ type sharedValues struct {
 	volumeLists table[[]corev1.Volume]
 	lists       table[corev1.ResourceList]
 	reqs        table[*corev1.ResourceRequirements]
+	conds       table[[]corev1.PodCondition]
 }
 
 func newSharedValues() *sharedValues {
@@ -49,6 +50,7 @@ func (s *sharedValues) reset() {
 	s.strs = nil
 	s.labelMaps, s.ownerLists, s.volumeLists = table[map[string]string]{}, table[[]metav1.OwnerReference]{}, table[[]corev1.Volume]{}
 	s.lists, s.reqs = table[corev1.ResourceList]{}, table[*corev1.ResourceRequirements]{}
+	s.conds = table[[]corev1.PodCondition]{}
 }
 
 // str returns the shared copy of v.
@@ -212,6 +214,32 @@ func equalVolumes(a, b []corev1.Volume) bool {
 		return x.Name == y.Name && (x.Ephemeral == nil) == (y.Ephemeral == nil) &&
 			(x.PersistentVolumeClaim == nil) == (y.PersistentVolumeClaim == nil) &&
 			(x.PersistentVolumeClaim == nil || x.PersistentVolumeClaim.ClaimName == y.PersistentVolumeClaim.ClaimName)
+	})
+}
+
+// conditions returns the shared pod conditions equal to cs (type, status
+// and reason only, as decisionConditions makes).
+func (s *sharedValues) conditions(cs []corev1.PodCondition) []corev1.PodCondition {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	for i := range cs {
+		h.WriteString(string(cs[i].Type))
+		h.WriteByte(0)
+		h.WriteString(string(cs[i].Status))
+		h.WriteByte(0)
+		h.WriteString(cs[i].Reason)
+		h.WriteByte(0)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conds.get(h.Sum64(), cs, slices.Equal[[]corev1.PodCondition], func(cs []corev1.PodCondition) []corev1.PodCondition {
+		for i := range cs {
+			c := &cs[i]
+			c.Type = corev1.PodConditionType(s.strLocked(string(c.Type)))
+			c.Status = corev1.ConditionStatus(s.strLocked(string(c.Status)))
+			c.Reason = s.strLocked(c.Reason)
+		}
+		return cs
 	})
 }
 

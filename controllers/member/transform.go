@@ -44,19 +44,24 @@ func trimMeta(m *metav1.ObjectMeta) {
 //     capacity.PodRequests gives the same answer for the cached pod, and a
 //     Container costs 400 bytes before its requests;
 //   - status.phase and the Ready and PodScheduled conditions (type, status,
-//     reason, lastTransitionTime: Unschedulable-since is the exhaustion
-//     signal).
+//     reason; not their times: rebalance reads only whether a pod is
+//     Unschedulable, never since when, as that time is on the member's
+//     clock).
 //
 // Nothing else is read (annotations, tolerations, nodeSelector, priority,
-// containers' images, limits and statuses, IPs, messages ...). Pods are
-// most of a member's cache, so every byte kept here is paid per pod: the
-// values many pods repeat are shared rather than copied.
+// containers' images, limits and statuses, IPs, messages, condition
+// times ...). Pods are most of a member's cache, so every byte kept here is
+// paid per pod: the values many pods repeat are shared rather than copied.
+//
+// The pod is rewritten in place: the informer hands over a freshly decoded
+// object, and keeping its struct rather than a second one leaves no dead
+// Pod beside each live one in the heap's spans (a Pod struct is 1.2 KB).
 func transformPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil // tombstones pass through
 	}
-	out := &corev1.Pod{
+	out := corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: shared.str(p.APIVersion), Kind: shared.str(p.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              p.Name,
@@ -80,7 +85,8 @@ func transformPod(obj any) (any, error) {
 			Conditions: decisionConditions(p.Status.Conditions),
 		},
 	}
-	return out, nil
+	*p = out
+	return p, nil
 }
 
 // claimVolumes keeps the volumes backed by a claim, with only what names
@@ -114,7 +120,9 @@ func claimVolumes(vs []corev1.Volume) []corev1.Volume {
 	return shared.volumes(out)
 }
 
-// decisionConditions keeps Ready and PodScheduled without their messages.
+// decisionConditions keeps the type, status and reason of Ready and
+// PodScheduled, shared between pods with the same ones (nearly every pod
+// is Ready and scheduled).
 func decisionConditions(cs []corev1.PodCondition) []corev1.PodCondition {
 	keep := func(c *corev1.PodCondition) bool { return c.Type == corev1.PodReady || c.Type == corev1.PodScheduled }
 	n := 0
@@ -129,12 +137,10 @@ func decisionConditions(cs []corev1.PodCondition) []corev1.PodCondition {
 	out := make([]corev1.PodCondition, 0, n)
 	for i := range cs {
 		if c := &cs[i]; keep(c) {
-			out = append(out, corev1.PodCondition{Type: corev1.PodConditionType(shared.str(string(c.Type))),
-				Status: corev1.ConditionStatus(shared.str(string(c.Status))), Reason: shared.str(c.Reason),
-				LastTransitionTime: c.LastTransitionTime})
+			out = append(out, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
 		}
 	}
-	return out
+	return shared.conditions(out)
 }
 
 // transformNode keeps what the decisions read of a Node: name, uid (events),
@@ -153,7 +159,7 @@ func transformNode(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &corev1.Node{
+	out := corev1.Node{
 		TypeMeta: metav1.TypeMeta{APIVersion: shared.str(n.APIVersion), Kind: shared.str(n.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              n.Name,
@@ -182,7 +188,9 @@ func transformNode(obj any) (any, error) {
 			break
 		}
 	}
-	return out, nil
+	// In place, as transformPod, once everything kept was read from n.
+	*n = out
+	return n, nil
 }
 
 // newestManager names the one managedFields entry a cached Node keeps: only

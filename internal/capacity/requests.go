@@ -57,14 +57,6 @@ func addList(into, add corev1.ResourceList) {
 	}
 }
 
-func subList(from, sub corev1.ResourceList) {
-	for name, q := range sub {
-		left := from[name]
-		left.Sub(q)
-		from[name] = left
-	}
-}
-
 func maxList(into, other corev1.ResourceList) {
 	for name, q := range other {
 		if cur, ok := into[name]; !ok || q.Cmp(cur) > 0 {

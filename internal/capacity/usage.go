@@ -52,7 +52,7 @@ func (u *Usage) removeLocked(p *corev1.Pod) {
 		return
 	}
 	n.pods--
-	subList(n.requests, PodRequests(&p.Spec))
+	n.sub(PodRequests(&p.Spec))
 	if n.pods <= 0 {
 		// Nothing left on the node (a node that went must not stay here).
 		delete(u.byNode, p.Spec.NodeName)

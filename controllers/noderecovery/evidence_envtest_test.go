@@ -161,6 +161,19 @@ func newEvidenceEnv() (*evidenceEnv, error) {
 	return e, nil
 }
 
+// startEvidenceMember joins a member of its own named after base, with a
+// policy of that detection, and two kubelets: the node under test (n1) and
+// a healthy one (n2; one of two lost is within maxUnhealthy 50 %).
+func startEvidenceMember(t *testing.T, base string, detection v1alpha1.NodeLossDetection, mut ...func(*v1alpha1.NodeRecoverySpec)) (e *evidenceEnv, cluster string, w *evidenceWorld, lost, healthy *kubelet) {
+	t.Helper()
+	e = startEvidenceEnv(t)
+	cluster = e.unique(base)
+	e.join(t, cluster)
+	e.policyFor(t, cluster, detection, mut...)
+	w = e.world(t, cluster)
+	return e, cluster, w, e.kubelet(t, cluster+"-n1"), e.kubelet(t, cluster+"-n2")
+}
+
 // stopEvidenceEnv stops the servers startEvidenceEnv started (TestMain).
 func stopEvidenceEnv() {
 	for i := len(evidenceStop) - 1; i >= 0; i-- {
@@ -629,13 +642,7 @@ func must(t testing.TB, err error) {
 // read the Lease renewed. On the old code nothing happened: the node is
 // Ready.
 func TestEvidenceFirstDetection(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-lost")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "")
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2") // a healthy node: one of two lost is within maxUnhealthy 50%
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-lost", "")
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 
@@ -704,13 +711,7 @@ func TestEvidenceFirstDetection(t *testing.T) {
 // clock, for a minute): nothing is done. Without the Lease readings the
 // evidence alone would have tainted a node whose kubelet runs.
 func TestEvidenceFirstLeaseRenewedBetweenReadings(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-renewed")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "")
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-renewed", "")
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 	w.firstReading(k)
@@ -734,13 +735,7 @@ func TestEvidenceFirstLeaseRenewedBetweenReadings(t *testing.T) {
 // closes it (the kubelet runs). Without the Lease in the re-check the node
 // was tainted.
 func TestEvidenceFirstRenewalBeforeTheActCancelsIt(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-recheck")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "")
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-recheck", "")
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 	w.firstReading(k)
@@ -787,13 +782,7 @@ func TestEvidenceFirstRenewalBeforeTheActCancelsIt(t *testing.T) {
 // infrastructure deleted is not lost, and once the Ready condition turns
 // Unknown the node is lost after notReadyFor (30 s) on fedfailover's clock.
 func TestEvidenceFirstOffWithDetectionNotReady(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-notready")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, v1alpha1.NodeLossDetectionNotReady)
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-notready", v1alpha1.NodeLossDetectionNotReady)
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 	for range 3 {
@@ -841,13 +830,7 @@ func TestEvidenceFirstOffWithDetectionNotReady(t *testing.T) {
 // renewed but whose Machine is not being deleted is not lost, and its Lease
 // is never read (the scale budget: only nodes with evidence are read).
 func TestEvidenceFirstNeedsEvidence(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-noevidence")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "")
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-noevidence", "")
 	e.machine(t, cluster, k.node.Name, false)
 	w.seenByCache(k, true)
 	for range 5 {
@@ -877,13 +860,7 @@ func TestEvidenceFirstNeedsEvidence(t *testing.T) {
 // scheduled back onto the dead node (the emptiest, and Ready as far as the
 // scheduler knew).
 func TestEvidenceFirstForceDeleteTaintsNoScheduleFirst(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-force")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "", forceDelete)
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	k2 := e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, k2 := startEvidenceMember(t, "ev-force", "", forceDelete)
 	e.machine(t, cluster, k.node.Name, true)
 	ns := e.namespace(t, cluster)
 	old := e.pod(t, ns, "db-0", k.node.Name)
@@ -978,13 +955,7 @@ func TestEvidenceFirstForceDeleteTaintsNoScheduleFirst(t *testing.T) {
 // preexisting, force-deletes the pod (the node is unschedulable anyway),
 // and leaves the admin's taint in place when the node returns.
 func TestEvidenceFirstForceDeleteKeepsSomeoneElsesTaint(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-force-admin")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "", forceDelete)
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-force-admin", "", forceDelete)
 	admins := corev1.Taint{Key: contract.TaintLost, Value: "maintenance", Effect: corev1.TaintEffectNoSchedule}
 	n := k.live(t)
 	n.Spec.Taints = []corev1.Taint{admins}
@@ -1026,13 +997,7 @@ func TestEvidenceFirstForceDeleteKeepsSomeoneElsesTaint(t *testing.T) {
 // the Lease silent itself, adds the taint the intent decided before it
 // deletes the pod.
 func TestEvidenceFirstForceDeleteRestartBetweenIntentAndTaint(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-force-restart")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "", forceDelete)
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-force-restart", "", forceDelete)
 	e.machine(t, cluster, k.node.Name, true)
 	ns := e.namespace(t, cluster)
 	old := e.pod(t, ns, "db-0", k.node.Name)
@@ -1093,13 +1058,7 @@ func TestEvidenceFirstForceDeleteRestartBetweenIntentAndTaint(t *testing.T) {
 // remove. On the old code the intent (no taint there before) made it
 // fedfailover's, and the return removed another remediator's taint.
 func TestForeignOutOfServiceTaintBetweenIntentAndPatch(t *testing.T) {
-	e := startEvidenceEnv(t)
-	cluster := e.unique("ev-foreign-taint")
-	e.join(t, cluster)
-	e.policyFor(t, cluster, "")
-	w := e.world(t, cluster)
-	k := e.kubelet(t, cluster+"-n1")
-	e.kubelet(t, cluster+"-n2")
+	e, cluster, w, k, _ := startEvidenceMember(t, "ev-foreign-taint", "")
 	e.machine(t, cluster, k.node.Name, true)
 	w.seenByCache(k, true)
 

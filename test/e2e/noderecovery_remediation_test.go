@@ -150,16 +150,18 @@ func TestNodeRecoveryRemediationPartitionFenced(t *testing.T) {
 	if !tainted.After(off) {
 		t.Fatalf("taint seen at %s, before the agent powered %s off at %s", tainted.Format(time.RFC3339Nano), node, off.Format(time.RFC3339Nano))
 	}
-	rec, _, err := nodeRecords(ctx, cluster, node)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The intent is recorded in whole seconds (same clock: the agent and the
-	// manager run in this process).
-	if rec == nil || rec.Status.Evidence != "RemediationSucceeded" || rec.Status.IntentAt == nil || rec.Status.IntentAt.Time.Before(off.Truncate(time.Second)) ||
-		rec.Status.Remediation == nil || rec.Status.Remediation.Result != v1alpha1.RemediationSucceeded {
-		t.Fatalf("powered off at %s; record %s: want evidence RemediationSucceeded, the intent after the power-off", off.Format(time.RFC3339Nano), describeRecord(rec))
-	}
+	// manager run in this process). The record's remediation result is
+	// written by the pass after the one that tainted, so it is polled.
+	eventually(t, 15*time.Second, "the record says the remediation succeeded and the intent came after the power-off", func(ctx context.Context) (bool, string) {
+		rec, _, err := nodeRecords(ctx, cluster, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		ok := rec != nil && rec.Status.Evidence == "RemediationSucceeded" && rec.Status.IntentAt != nil && !rec.Status.IntentAt.Time.Before(off.Truncate(time.Second)) &&
+			rec.Status.Remediation != nil && rec.Status.Remediation.Result == v1alpha1.RemediationSucceeded
+		return ok, fmt.Sprintf("powered off at %s; record %s", off.Format(time.RFC3339Nano), describeRecord(rec))
+	})
 	t.Logf("partition -> remediation requested %.1fs, -> powered off %.1fs, -> tainted %.1fs",
 		requested.Sub(partitioned).Seconds(), off.Sub(partitioned).Seconds(), tainted.Sub(partitioned).Seconds())
 	waitRecovered(t, cl, pol.Name, cluster, ns, "db", pv, node, 90*time.Second)

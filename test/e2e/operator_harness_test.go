@@ -3,9 +3,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/noderecovery"
 	"github.com/fedfailover/fedfailover/controllers/rebalance"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/logbuf"
 )
 
 // testOperator is the operator running in the test process against the lab
@@ -29,7 +28,7 @@ type testOperator struct {
 	t      *testing.T
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 }
 
 // Which controllers a test runs besides the member connections, with the
@@ -53,7 +52,7 @@ func startOperator(t *testing.T, feature int, opts ...func(*controllers.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
@@ -122,21 +121,3 @@ func startNodeRecovery(t *testing.T, opts ...func(*controllers.Options)) *testOp
 }
 
 func startRebalance(t *testing.T) *testOperator { t.Helper(); return startOperator(t, withRebalance) }
-
-// syncBuffer collects the manager's logs from its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

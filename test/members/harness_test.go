@@ -1,10 +1,8 @@
 package members
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,29 +19,12 @@ import (
 
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/logbuf"
 )
-
-// syncBuffer collects the manager's log lines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type harness struct {
 	cache *member.Cache
-	logs  *syncBuffer
+	logs  *logbuf.Buffer
 	opts  member.Options
 }
 
@@ -67,7 +48,7 @@ func testOptions() member.Options {
 // tokens.
 func startManager(t *testing.T, f *federation, opts member.Options, setups ...func(ctrl.Manager, *member.Cache) error) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	logger := zap.New(zap.WriteTo(logs), zap.UseDevMode(false), zap.Level(zapcore.Level(-10)))
 	klog.SetLogger(logger)
 	s, err := scheme.New()

@@ -37,6 +37,7 @@ import (
 	"github.com/fedfailover/fedfailover/internal/cli"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/logbuf"
 	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
@@ -336,7 +337,7 @@ func mustCreate(t *testing.T, c client.Client, o client.Object) {
 // manager's own wiring, controllers.Setup) on the host until the test ends.
 func startRecoveryManager(t *testing.T, f *federation) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	logger := zap.New(zap.WriteTo(logs), zap.UseDevMode(false), zap.Level(zapcore.Level(-2)))
 	klog.SetLogger(logger)
 	s, err := scheme.New()

@@ -61,20 +61,11 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 		}
 		return func(ctx context.Context) error {
 			stopLate() // no evidence written after the power-on starts
-			var err error
+			on := c.lab.Restore
 			if f.Kind == Replace {
-				err = c.lab.Replace(ctx, f.Node)
-			} else {
-				err = c.lab.Restore(ctx, f.Node)
+				on = c.lab.Replace
 			}
-			// Alive from the new process's start (taken before its exec);
-			// before it, nothing of the node runs: the lab reports the power
-			// on, or creates the replacement Machine, first.
-			started, serr := c.kwokStarted(f.Cluster, f.Node)
-			if serr != nil || !started.After(offAt) {
-				started = now() // not started by this undo (it failed): from now on, to be safe
-			}
-			tr.Open(keyAlive+f.Node, started)
+			err := c.fence.powerOn(ctx, tr, f.Cluster, f.Node, func(ctx context.Context) error { return on(ctx, f.Node) })
 			if err == nil {
 				tr.Close(keyFault+f.Cluster, now())
 				tr.Close(keyEvidence+f.Node, now()) // cleared before the node's kwok started
@@ -96,11 +87,13 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 		}, nil
 	case Partition:
 		tr.Open(keyFault+f.Cluster, now())
+		c.fence.play(f.Node, f.Remediation)
 		if err := c.lab.Partition(f.Node); err != nil {
 			return nil, err
 		}
-		return func(context.Context) error {
-			err := c.lab.Heal(f.Node)
+		tr.Open(keyFrozen+f.Node, now()) // once the stop has taken effect
+		return func(ctx context.Context) error {
+			err := c.fence.endPartition(ctx, tr, f.Cluster, f.Node)
 			if err == nil {
 				tr.Close(keyFault+f.Cluster, now())
 			}

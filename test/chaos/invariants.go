@@ -8,7 +8,7 @@ import (
 
 // Invariant names.
 const (
-	I1 = "I1" // no destructive act for a node whose process was alive, lately alive, or without evidence
+	I1 = "I1" // no destructive act for a node whose process was alive or lately ran, or without evidence or a fence agent's power-off
 	I2 = "I2" // no out-of-service taint left on a Ready node
 	I3 = "I3" // never fewer Running replicas than kubefed alone could run, none moved off a healthy member
 	I4 = "I4" // convergence after the last fault
@@ -151,11 +151,12 @@ func (c *Checker) Act(a Act) {
 
 // checkProof is I1 for one destructive act, against the lab's ground
 // truth: the node's process was dead at the act (a partitioned node's is
-// alive), and already for KubeletSilence before it (fedfailover found it
-// lost on a Lease it read unchanged over the silence window, or later by
-// its Ready condition); and the node's Machine may carry the lab's
-// power-off evidence (the live policy's only fencing evidence: without it
-// nothing proves the node off, however it was found lost).
+// alive), and had not run for KubeletSilence before it (fedfailover found
+// it lost on a Lease it read unchanged over the silence window, or later by
+// its Ready condition; a partitioned process renews nothing); and the
+// node's Machine may carry the lab's power-off evidence, or the lab's fence
+// agent powered it off (the live policy's two proofs: without one, nothing
+// proves the node off, however it was found lost).
 func (c *Checker) checkProof(a Act) {
 	if a.Node == "" {
 		return
@@ -165,11 +166,11 @@ func (c *Checker) checkProof(a Act) {
 	switch {
 	case c.truth.Alive(a.Node, a.Time):
 		c.report(key, I1, a.Time, "%s while the node's kwok process was alive (running or partitioned)", what)
-	case c.truth.AliveWithin(a.Node, a.Time.Add(-c.bounds.KubeletSilence), a.Time):
+	case c.truth.RanWithin(a.Node, a.Time.Add(-c.bounds.KubeletSilence), a.Time):
 		c.report(key, I1, a.Time, "%s less than %s after the node's kwok process last ran: no Lease read unchanged over the silence window proves that",
 			what, c.bounds.KubeletSilence)
-	case !c.truth.Evidence(a.Node, a.Time):
-		c.report(key, I1, a.Time, "%s while the lab had written no power-off evidence on the node's Machine", what)
+	case !c.truth.Evidence(a.Node, a.Time) && !c.truth.Fenced(a.Node, a.Time):
+		c.report(key, I1, a.Time, "%s while the lab had written no power-off evidence on the node's Machine and its fence agent had not powered it off", what)
 	}
 }
 

@@ -91,6 +91,36 @@ func TestI1EvidenceFirstActsAgainstTruth(t *testing.T) {
 			tr.Open(keyEvidence+n1, at(10))
 		}, Act{Cluster: "member1", Time: at(30), Kind: ActPodDelete, Verb: "delete", Resource: "pods", Namespace: "ns", Name: "db-0", Node: n1},
 			"while the node's kwok process was alive"},
+		// Remediation: a partitioned node is found lost by its Ready
+		// condition; the fence agent kills it and reports success, and
+		// fedfailover acts at once on that report.
+		{"partitioned, fenced by the agent", func(tr *Truth) {
+			tr.Open(keyFrozen+n1, at(10))
+			tr.Close(keyAlive+n1, at(40))
+			tr.Close(keyFrozen+n1, at(40))
+			tr.Open(keyFenced+n1, at(40))
+		}, taint(n1, 40.5), ""},
+		{"partitioned, the agent failed", func(tr *Truth) {
+			tr.Open(keyFrozen+n1, at(10))
+		}, taint(n1, 40.5), "while the node's kwok process was alive"},
+		{"partitioned, before the agent's kill returned", func(tr *Truth) {
+			tr.Open(keyFrozen+n1, at(10))
+			tr.Close(keyAlive+n1, at(40))
+			tr.Close(keyFrozen+n1, at(40))
+			tr.Open(keyFenced+n1, at(41))
+		}, taint(n1, 40.5), "fence agent had not powered it off"},
+		{"fenced, then powered on", func(tr *Truth) {
+			tr.Open(keyFrozen+n1, at(10))
+			tr.Close(keyAlive+n1, at(40))
+			tr.Close(keyFrozen+n1, at(40))
+			tr.Open(keyFenced+n1, at(40))
+			tr.Close(keyFenced+n1, at(60))
+			tr.Open(keyAlive+n1, at(61))
+		}, taint(n1, 60.5), "fence agent had not powered it off"},
+		{"killed by the agent while running", func(tr *Truth) {
+			tr.Close(keyAlive+n1, at(40))
+			tr.Open(keyFenced+n1, at(40))
+		}, taint(n1, 42), "less than 4s after the node's kwok process last ran"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -62,6 +62,7 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 	}
 	start := time.Now()
 	tr := NewTruth(start, c.topology)
+	c.fence.startRun(tr)
 	chk := NewChecker(tr, c.cfg.Bounds, c.baseline)
 	res := &RunResult{Run: n, Seed: seed}
 
@@ -215,7 +216,8 @@ func (c *Campaign) clearAll(ctx context.Context, tr *Truth) error {
 			p := st.Proc(cs.Name + "/" + lab.CompKwok + "/" + n.Name)
 			if p == nil || lab.ProcessState(p.PID) != lab.ProcRunning || n.Evidence != "" {
 				tr.Open(keyAlive+n.Name, time.Now())
-				err := c.lab.Restore(ctx, n.Name)
+				tr.Close(keyFrozen+n.Name, time.Now())
+				err := c.fence.powerOn(ctx, tr, cs.Name, n.Name, func(ctx context.Context) error { return c.lab.Restore(ctx, n.Name) })
 				if err == nil {
 					tr.Close(keyEvidence+n.Name, time.Now())
 				}

@@ -72,6 +72,8 @@ type Campaign struct {
 	tails          []*auditTail
 	// schedLogs are the members' kube-scheduler logs (controlplane.go).
 	schedLogs map[string]*logTail
+	// fence is the lab's fence agent the live policy's remediations go to.
+	fence *fence
 }
 
 // logf prints a progress line stamped with the wall clock, the clock of
@@ -193,7 +195,7 @@ func (c *Campaign) managerArgs() []string {
 	st, _ := c.lab.State()
 	return []string{"--kubeconfig=" + st.Cluster(lab.HostName).Kubeconfig, "--kubefed-namespace=" + lab.KubefedNS,
 		"--leader-elect", "--leader-election-namespace=" + managerNS,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", remediationKindFlag}
 }
 
 // startManager starts the manager binary; tr (when set) learns when.

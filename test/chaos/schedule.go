@@ -30,6 +30,9 @@ const (
 	// by a fresh Node of the same name after the hold.
 	Replace Kind = "replace"
 	// Partition freezes a node's kwok (alive, unreachable) until healed.
+	// Once it is lost, fedfailover requests a remediation; the lab's fence
+	// agent plays the fault's Remediation outcome (powered off after the
+	// hold, the node is powered on instead of healed).
 	Partition Kind = "partition"
 	// APIKill kills a member's API server and restarts it after the hold.
 	APIKill Kind = "api-kill"
@@ -91,6 +94,22 @@ var detections = []string{DetectEvidence, DetectNotReady}
 // the evidence comes.
 const lateEvidence = 40 * time.Second
 
+// What the lab's fence agent does with a partitioned node's remediation
+// (Fault.Remediation).
+const (
+	// RemediatePowerOff powers the node off after remediationDelay and
+	// reports success: fedfailover recovers it, fenced.
+	RemediatePowerOff = "power-off"
+	// RemediateFail reports failure after remediationDelay and leaves the
+	// node alone: fedfailover blocks, nothing destructive.
+	RemediateFail = "fail"
+	// RemediateSlow powers the node off only after slowRemediationDelay,
+	// past the policy's timeout: fedfailover has given up by then.
+	RemediateSlow = "slow"
+)
+
+var remediations = []string{RemediatePowerOff, RemediateFail, RemediateSlow}
+
 // Policy edits.
 const (
 	EditDryRun   = "dry-run"
@@ -138,6 +157,9 @@ type Fault struct {
 	// Mode is how capacity is exhausted (lab.ExhaustCordon or ExhaustFill)
 	// or how rebalance state is lost (stateModes).
 	Mode string `json:"mode,omitempty"`
+	// Remediation is what the fence agent does with a partitioned node's
+	// remediation (remediations).
+	Remediation string `json:"remediation,omitempty"`
 }
 
 func (f Fault) String() string {
@@ -168,13 +190,16 @@ func (f Fault) Target() string {
 	if f.Mode != "" {
 		s += " mode=" + f.Mode
 	}
+	if f.Remediation != "" {
+		s += " remediation=" + f.Remediation
+	}
 	return s
 }
 
 // Variant names how a node loss or an evidence fault tests detection, for
 // the report: a power-off's evidence and detection ("power-off
 // machine-deleted evidence-first", "power-off none"), evidence on a living
-// node; "" for other kinds.
+// node, a partition's remediation outcome; "" for other kinds.
 func (f Fault) Variant() string {
 	switch f.Kind {
 	case PowerOff:
@@ -187,6 +212,10 @@ func (f Fault) Variant() string {
 		return "power-off " + f.Evidence
 	case EvidenceAlive:
 		return "evidence-alive " + f.Evidence
+	case Partition:
+		if f.Remediation != "" {
+			return "partition remediation " + f.Remediation
+		}
 	}
 	return ""
 }
@@ -265,6 +294,8 @@ func Draw(seed uint64, top Topology, p Params) []Fault {
 				}
 			case EvidenceAlive:
 				f.Evidence = evidences[r.IntN(len(evidences)-1)]
+			case Partition:
+				f.Remediation = remediations[r.IntN(len(remediations))]
 			}
 		case APIKill, EtcdStop:
 			f.Cluster, target = member, "control-plane/"+member

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,15 +153,21 @@ func TestDrawEvidenceVariants(t *testing.T) {
 					t.Fatalf("seed %d: %v: want a node and real evidence, no detection", seed, f)
 				}
 				counts["evidence-alive/"+f.Evidence]++
+			case Partition:
+				if !slices.Contains(remediations, f.Remediation) {
+					t.Fatalf("seed %d: %v: remediation outcome %q", seed, f, f.Remediation)
+				}
+				counts["partition/"+f.Remediation]++
 			default:
-				if f.Detection != "" || f.EvidenceAfter != 0 {
-					t.Fatalf("seed %d: %v: only power-offs have a detection", seed, f)
+				if f.Detection != "" || f.EvidenceAfter != 0 || f.Remediation != "" {
+					t.Fatalf("seed %d: %v: only power-offs have a detection, only partitions a remediation", seed, f)
 				}
 			}
 		}
 	}
 	for _, k := range []string{"power-off/", "power-off/" + DetectEvidence, "power-off/" + DetectNotReady,
-		"evidence-alive/machine-deleted", "evidence-alive/powered-off-condition"} {
+		"evidence-alive/machine-deleted", "evidence-alive/powered-off-condition",
+		"partition/" + RemediatePowerOff, "partition/" + RemediateFail, "partition/" + RemediateSlow} {
 		if counts[k] == 0 {
 			t.Errorf("%s never drawn in 300 seeds (%v)", k, counts)
 		}
@@ -176,6 +183,20 @@ func TestLateEvidenceFollowsTheNotReadyPath(t *testing.T) {
 	}
 	if !strings.Contains(livePolicyYAML, "notReadyFor: 10s") {
 		t.Fatal("the live policy's notReadyFor changed: review lateEvidence")
+	}
+}
+
+// A slow remediation outlasts the live policy's timeout, so fedfailover
+// gives up before the agent powers the node off; a quick one does not.
+func TestRemediationOutcomesAgainstThePolicysTimeout(t *testing.T) {
+	if remediationTimeout != 30*time.Second || !strings.Contains(livePolicyYAML, "timeout: 30s") {
+		t.Fatalf("the live policy's remediation timeout is not remediationTimeout (%s):\n%s", remediationTimeout, livePolicyYAML)
+	}
+	if slowRemediationDelay <= remediationTimeout || remediationDelay >= remediationTimeout {
+		t.Fatalf("delays %s and %s against the timeout %s", remediationDelay, slowRemediationDelay, remediationTimeout)
+	}
+	if !strings.Contains(livePolicyYAML, "namespace: "+fenceNamespace+", name: "+fenceTemplate) {
+		t.Fatalf("the live policy does not name the fence agent's template %s/%s", fenceNamespace, fenceTemplate)
 	}
 }
 
@@ -205,7 +226,8 @@ func TestFaultVariants(t *testing.T) {
 		"power-off powered-off-condition not-ready-first": {Kind: PowerOff, Evidence: "powered-off-condition", Detection: DetectNotReady, EvidenceAfter: lateEvidence},
 		"power-off none":                 {Kind: PowerOff, Evidence: "none"},
 		"evidence-alive machine-deleted": {Kind: EvidenceAlive, Evidence: "machine-deleted"},
-		"":                               {Kind: Partition},
+		"partition remediation slow":     {Kind: Partition, Remediation: RemediateSlow},
+		"":                               {Kind: Capacity, Mode: "cordon"},
 	}
 	for want, f := range cases {
 		if got := f.Variant(); got != want {

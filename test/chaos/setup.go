@@ -36,7 +36,9 @@ const (
 var webWorkloads = []string{"chaos-web/web", "chaos-dry/web"}
 
 // livePolicyYAML: lab timings so a run takes minutes; the fencing evidence
-// is what the lab's Machines report.
+// is what the lab's Machines report, and a node lost without it is fenced
+// by the lab's fence agent (fence.go: fenceNamespace, fenceTemplate,
+// remediationTimeout).
 const livePolicyYAML = `apiVersion: failover.fedfailover.io/v1alpha1
 kind: FailoverPolicy
 metadata:
@@ -48,6 +50,9 @@ spec:
       machineInfrastructureDeleted: true
       poweredOffConditions:
       - {type: PowerOn, status: "False", reasons: [PoweredOff]}
+    remediation:
+      template: {apiVersion: lab.fedfailover.io/v1alpha1, kind: LabRemediationTemplate, namespace: chaos-fence, name: chaos}
+      timeout: 30s
   rebalance:
     replicaSchedulingPreferences: {namespaces: [chaos-web]}
     capacityExhaustedAfter: 10s
@@ -114,6 +119,9 @@ func (c *Campaign) install(ctx context.Context) error {
 		return err
 	}
 	if err := c.host.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	if err := c.startFence(ctx); err != nil {
 		return err
 	}
 	for _, doc := range []string{livePolicyYAML, dryPolicyYAML} {

@@ -25,6 +25,13 @@ const (
 	// keyEvidence + node: the lab's power-off evidence may be on its
 	// Machine (from before it is written until after it is cleared).
 	keyEvidence = "evidence/"
+	// keyFrozen + node: its kwok process is partitioned (stopped): alive,
+	// but it does not run, so it renews no Lease (from after the stop took
+	// effect until before it continues).
+	keyFrozen = "frozen/"
+	// keyFenced + node: the lab's fence agent powered it off and reports
+	// so (from after the kill returned until before its power-on).
+	keyFenced = "fenced/"
 	// keyManagerDown: fedfailover is not running.
 	keyManagerDown = "manager-down"
 	// keyCut + member: fedfailover alone is cut off the member.
@@ -95,18 +102,42 @@ func (t *Truth) covered(key string, at time.Time) bool {
 // Alive reports whether node's process may have been alive at at.
 func (t *Truth) Alive(node string, at time.Time) bool { return t.covered(keyAlive+node, at) }
 
-// AliveWithin reports whether node's process may have been alive at any
-// moment of [from, to].
-func (t *Truth) AliveWithin(node string, from, to time.Time) bool {
+// RanWithin reports whether node's process may have run (alive and not
+// frozen) at any moment of [from, to].
+func (t *Truth) RanWithin(node string, from, to time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, s := range t.spans[keyAlive+node] {
-		if !s.from.After(to) && (s.to.IsZero() || !s.to.Before(from)) {
+		if s.from.After(to) || (!s.to.IsZero() && s.to.Before(from)) {
+			continue
+		}
+		a, b := s.from, s.to
+		if a.Before(from) {
+			a = from
+		}
+		if b.IsZero() || b.After(to) {
+			b = to
+		}
+		if !t.coveredLocked(keyFrozen+node, a, b) {
 			return true
 		}
 	}
 	return false
 }
+
+// coveredLocked reports whether one span of key contains all of [a, b].
+func (t *Truth) coveredLocked(key string, a, b time.Time) bool {
+	for _, s := range t.spans[key] {
+		if !s.from.After(a) && (s.to.IsZero() || !s.to.Before(b)) {
+			return true
+		}
+	}
+	return false
+}
+
+// Fenced reports whether the lab's fence agent had powered node off, and
+// said so, at at.
+func (t *Truth) Fenced(node string, at time.Time) bool { return t.covered(keyFenced+node, at) }
 
 // Evidence reports whether the lab's power-off evidence may have been on
 // node's Machine at at.

@@ -55,7 +55,7 @@ func TestTruthSpans(t *testing.T) {
 	}
 }
 
-func TestTruthAliveWithinAndEvidence(t *testing.T) {
+func TestTruthRanWithinAndEvidence(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	tr := NewTruth(t0, testTopology)
@@ -65,9 +65,26 @@ func TestTruthAliveWithinAndEvidence(t *testing.T) {
 		from, to int
 		want     bool
 	}{{0, 5, true}, {10, 12, true}, {11, 29, false}, {20, 30, true}, {40, 50, true}} {
-		if got := tr.AliveWithin("member1-node-0", at(c.from), at(c.to)); got != c.want {
-			t.Errorf("AliveWithin [+%ds, +%ds] = %v, want %v", c.from, c.to, got, c.want)
+		if got := tr.RanWithin("member1-node-0", at(c.from), at(c.to)); got != c.want {
+			t.Errorf("RanWithin [+%ds, +%ds] = %v, want %v", c.from, c.to, got, c.want)
 		}
+	}
+	// member1-node-1 partitioned from +40s, killed by the fence agent at
+	// +70s: it last ran at +40s, though its process lived until +70s.
+	tr.Open(keyFrozen+"member1-node-1", at(40))
+	tr.Close(keyAlive+"member1-node-1", at(70))
+	tr.Close(keyFrozen+"member1-node-1", at(70))
+	tr.Open(keyFenced+"member1-node-1", at(70))
+	for _, c := range []struct {
+		from, to int
+		want     bool
+	}{{30, 40, true}, {41, 69, false}, {60, 80, false}, {39, 41, true}} {
+		if got := tr.RanWithin("member1-node-1", at(c.from), at(c.to)); got != c.want {
+			t.Errorf("member1-node-1 RanWithin [+%ds, +%ds] = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	if !tr.Alive("member1-node-1", at(50)) || tr.Fenced("member1-node-1", at(69)) || !tr.Fenced("member1-node-1", at(71)) {
+		t.Error("a partitioned node is alive; fenced only once the agent's kill returned")
 	}
 	tr.Open(keyEvidence+"member1-node-0", at(9))
 	tr.Close(keyEvidence+"member1-node-0", at(31))

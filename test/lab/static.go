@@ -67,8 +67,11 @@ func (l *Lab) AddStaticNodes(ctx context.Context, cluster string, count int, uns
 				return nil
 			}
 		}
+		// A patch of the status alone: the member's TTL controller annotates
+		// new nodes meanwhile, which an update would conflict with.
+		base := node.DeepCopy()
 		node.Status = status
-		if err := cl.Status().Update(ctx, node); err != nil {
+		if err := cl.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
 			return fmt.Errorf("%s: node %s status: %w", cluster, node.Name, err)
 		}
 		return nil
@@ -199,8 +202,9 @@ func CreateStaticPod(ctx context.Context, cl client.Client, pod *corev1.Pod, ip 
 			return nil
 		}
 	}
+	base := pod.DeepCopy()
 	pod.Status = staticPodStatus(pod, ip, metav1.Now())
-	if err := cl.Status().Update(ctx, pod); err != nil {
+	if err := cl.Status().Patch(ctx, pod, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("pod %s status: %w", pod.Name, err)
 	}
 	return nil

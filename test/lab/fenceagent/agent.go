@@ -60,6 +60,10 @@ type Options struct {
 	Delay *time.Duration
 	// Mode, when set, replaces every remediation's spec.mode.
 	Mode string
+	// ForNode, when set and ok, replaces the delay and mode of the
+	// remediations of one node (after Delay and Mode): a campaign plays a
+	// different outcome for each node it partitions.
+	ForNode func(cluster, node string) (delay time.Duration, mode string, ok bool)
 }
 
 // Action is one thing the agent did, with the time it did it (the lab's
@@ -139,12 +143,12 @@ func (a *Agent) handle(ctx context.Context, u *unstructured.Unstructured) error 
 		a.seen[u.GetUID()] = now
 	}
 	a.mu.Unlock()
-	delay, mode := a.settings(u)
+	ann := u.GetAnnotations()
+	cluster, node := ann[contract.AnnotationRemediationCluster], ann[contract.AnnotationRemediationNode]
+	delay, mode := a.settings(u, cluster, node)
 	if now.Sub(first) < delay {
 		return nil
 	}
-	ann := u.GetAnnotations()
-	cluster, node := ann[contract.AnnotationRemediationCluster], ann[contract.AnnotationRemediationNode]
 	act := Action{Remediation: u.GetNamespace() + "/" + u.GetName(), Cluster: cluster, Node: node}
 	status, reason, msg := "True", ReasonPoweredOff, fmt.Sprintf("node %s of member %s powered off", node, cluster)
 	switch {
@@ -169,7 +173,7 @@ func (a *Agent) handle(ctx context.Context, u *unstructured.Unstructured) error 
 
 // settings are the remediation's delay and mode, unless the agent's
 // options override them.
-func (a *Agent) settings(u *unstructured.Unstructured) (time.Duration, string) {
+func (a *Agent) settings(u *unstructured.Unstructured, cluster, node string) (time.Duration, string) {
 	ds, _, _ := unstructured.NestedString(u.Object, "spec", "delay")
 	delay, _ := time.ParseDuration(ds)
 	mode, _, _ := unstructured.NestedString(u.Object, "spec", "mode")
@@ -178,6 +182,11 @@ func (a *Agent) settings(u *unstructured.Unstructured) (time.Duration, string) {
 	}
 	if a.opts.Mode != "" {
 		mode = a.opts.Mode
+	}
+	if a.opts.ForNode != nil {
+		if d, m, ok := a.opts.ForNode(cluster, node); ok {
+			delay, mode = d, m
+		}
 	}
 	return delay, mode
 }

@@ -43,10 +43,13 @@ func TestAgent(t *testing.T) {
 		defer mu.Unlock()
 		off = append(off, cluster+"/"+node)
 		return nil
+	}, ForNode: func(_, node string) (time.Duration, string, bool) {
+		return 300 * time.Millisecond, ModeFail, node == "node-3" // a campaign's per-node outcome
 	}})
 	for _, c := range []struct{ name, mode, node, want string }{
 		{"power-off", ModePowerOff, "node-1", "True"},
 		{"fail", ModeFail, "node-2", "False"},
+		{"for-node", ModePowerOff, "node-3", "False"},
 	} {
 		tmpl := Template("fence", c.name, 300*time.Millisecond, c.mode)
 		if err := cl.Create(ctx, tmpl); err != nil {
@@ -86,7 +89,7 @@ func TestAgent(t *testing.T) {
 	if len(off) != 1 || off[0] != "m1/node-1" {
 		t.Fatalf("powered off %v, want only m1/node-1", off)
 	}
-	if acts := a.Actions(); len(acts) != 2 || acts[0].Result != ReasonPoweredOff || acts[1].Result != ReasonAgentFailed {
+	if acts := a.Actions(); len(acts) != 3 || acts[0].Result != ReasonPoweredOff || acts[1].Result != ReasonAgentFailed || acts[2].Result != ReasonAgentFailed {
 		t.Fatalf("actions %+v", acts)
 	}
 }

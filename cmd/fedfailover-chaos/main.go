@@ -93,7 +93,7 @@ func command() *cobra.Command {
 	// The lab's node-monitor grace (16s) plus the campaign policy's
 	// notReadyFor (10s) is 26s: most losses must outlast it to be acted on.
 	f.DurationVar(&cfg.LossMaxHold, "loss-max-hold", 75*time.Second,
-		"Longest time a power-off or replacement stays (node losses need longer than the others to be acted on).")
+		"Longest time a power-off, replacement or partition stays (node losses need longer than the others to be acted on).")
 	f.DurationVar(&cfg.Bounds.Converge, "converge-within", cfg.Bounds.Converge, "I4: bound on convergence after the last fault.")
 	f.StringVar(&cfg.Dir, "dir", ".lab-chaos", "Lab directory (removed at the end).")
 	f.StringVar(&cfg.KeepDir, "keep-dir", "_output/chaos", "Where the logs of a run that broke an invariant are kept.")

@@ -243,8 +243,8 @@ type Params struct {
 	Faults int
 	// MinHold and MaxHold bound each fault's hold.
 	MinHold, MaxHold time.Duration
-	// LossMaxHold bounds the hold of a node loss (power-off, replace)
-	// instead of MaxHold; zero means MaxHold. fedfailover acts on a loss
+	// LossMaxHold bounds the hold of a node loss (power-off, replace,
+	// partition) instead of MaxHold; zero means MaxHold. fedfailover acts on a loss
 	// only after the member's node-monitor grace and the policy's
 	// notReadyFor: a loss that never outlasts them checks only that it
 	// does nothing.
@@ -257,12 +257,17 @@ type Params struct {
 // sequence the same whatever LossMaxHold is (a longer loss may still keep
 // a later fault off the same node).
 func (p Params) hold(k Kind, u time.Duration) time.Duration {
-	if (k != PowerOff && k != Replace) || p.LossMaxHold <= p.MaxHold || p.MaxHold == p.MinHold {
+	if !k.loss() || p.LossMaxHold <= p.MaxHold || p.MaxHold == p.MinHold {
 		return p.MinHold + u
 	}
 	scale := float64(p.LossMaxHold-p.MinHold) / float64(p.MaxHold-p.MinHold)
 	return p.MinHold + time.Duration(float64(u)*scale)
 }
+
+// loss: a node loss, which fedfailover acts on only after the member's
+// grace and notReadyFor (a partition: then it requests a remediation), so
+// its hold spreads up to LossMaxHold.
+func (k Kind) loss() bool { return k == PowerOff || k == Replace || k == Partition }
 
 // Draw returns the schedule of one run: the same seed and inputs give the
 // same schedule, so a seed replays a run. Faults overlap freely except that

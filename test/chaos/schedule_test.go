@@ -17,7 +17,7 @@ var testParams = Params{Window: time.Minute, Faults: 12, MinHold: 5 * time.Secon
 
 // maxHold is the longest hold the parameters allow a kind.
 func maxHold(p Params, k Kind) time.Duration {
-	if k == PowerOff || k == Replace {
+	if k.loss() {
 		return p.LossMaxHold
 	}
 	return p.MaxHold
@@ -34,7 +34,7 @@ func TestLossHoldsSpreadLonger(t *testing.T) {
 		for _, u := range []time.Duration{0, span / 3, span} {
 			got, without := testParams.hold(k, u), short.hold(k, u)
 			switch {
-			case k != PowerOff && k != Replace && got != without:
+			case !k.loss() && got != without:
 				t.Errorf("%s: hold %s with LossMaxHold, %s without", k, got, without)
 			case u == span && got != maxHold(testParams, k):
 				t.Errorf("%s: longest hold %s, want %s", k, got, maxHold(testParams, k))
@@ -46,7 +46,7 @@ func TestLossHoldsSpreadLonger(t *testing.T) {
 	long := 0
 	for seed := range uint64(200) {
 		for _, f := range Draw(seed, testTopology, testParams) {
-			if (f.Kind == PowerOff || f.Kind == Replace) && f.Hold > testParams.MaxHold {
+			if f.Kind.loss() && f.Hold > testParams.MaxHold {
 				long++
 			}
 		}

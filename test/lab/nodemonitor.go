@@ -37,6 +37,9 @@ type leaseSighting struct {
 	changed         time.Time
 	// marked: the monitor made the node unreachable and has not undone it.
 	marked bool
+	// admitted: the monitor saw the node Ready without the not-ready
+	// taint the API server puts on every new Node.
+	admitted bool
 }
 
 // monitorAction is what the node monitor does to one node.
@@ -149,7 +152,7 @@ func (l *Lab) monitorNodesOnce(ctx context.Context, st *State, c *ClusterState) 
 		}
 		l.mu.Unlock()
 		since := now.Sub(seen.changed)
-		if since <= l.opts.NodeMonitorGracePeriod && !seen.marked {
+		if since <= l.opts.NodeMonitorGracePeriod && !seen.marked && seen.admitted {
 			continue
 		}
 		node := &corev1.Node{}
@@ -158,6 +161,15 @@ func (l *Lab) monitorNodesOnce(ctx context.Context, st *State, c *ClusterState) 
 				continue
 			}
 			return err
+		}
+		if !seen.admitted && NodeReadyStatus(node) == corev1.ConditionTrue {
+			if err := admitNode(ctx, cl, node); err != nil {
+				return fmt.Errorf("%s: node %s: %w", c.Name, n.Name, err)
+			}
+			seen.admitted = true
+			l.mu.Lock()
+			l.leases[key] = seen
+			l.mu.Unlock()
 		}
 		var on bool
 		switch judgeNode(NodeReadyStatus(node), hasUnreachableTaints(node.Spec.Taints), since, l.opts.NodeMonitorGracePeriod) {
@@ -177,6 +189,21 @@ func (l *Lab) monitorNodesOnce(ctx context.Context, st *State, c *ClusterState) 
 		l.mu.Unlock()
 	}
 	return nil
+}
+
+// admitNode removes the not-ready NoSchedule taint the API server puts on
+// every new Node (TaintNodesByCondition) from a node its kubelet reports
+// Ready, as the node-lifecycle controller does; without it no pod would
+// ever be scheduled on the lab's nodes.
+func admitNode(ctx context.Context, cl client.Client, node *corev1.Node) error {
+	taints := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool {
+		return t.Key == corev1.TaintNodeNotReady && t.Effect == corev1.TaintEffectNoSchedule
+	})
+	if len(taints) == len(node.Spec.Taints) {
+		return nil
+	}
+	node.Spec.Taints = taints
+	return ignoreNotFound(cl.Update(ctx, node))
 }
 
 // setUnreachable writes the status (on only) and then the taints, each an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -191,6 +192,8 @@ func TestNodeMonitorMarksAStoppedLabNode(t *testing.T) {
 	node := l.nodeObject(c, c.Nodes[0])
 	status := staticNodeStatus(node.Status, "192.168.1.1", metav1.Now())
 	node.Status = corev1.NodeStatus{}
+	// What the API server's TaintNodesByCondition puts on a new Node.
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
 	if err := cl.Create(ctx, node); err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +217,18 @@ func TestNodeMonitorMarksAStoppedLabNode(t *testing.T) {
 		if err := CreateStaticPod(ctx, cl, p, StaticPodIP(1, i)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Ready with a fresh Lease: the monitor admits it (the not-ready taint
+	// goes, as the node-lifecycle controller removes it), so pods schedule.
+	if err := l.monitorNodesOnce(ctx, st, c); err != nil {
+		t.Fatal(err)
+	}
+	admitted := &corev1.Node{}
+	if err := cl.Get(ctx, client.ObjectKey{Name: node.Name}, admitted); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(admitted.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady }) {
+		t.Fatalf("a Ready lab node keeps the not-ready taint: %v", admitted.Spec.Taints)
 	}
 	staticBefore := &corev1.Node{}
 	if err := cl.Get(ctx, client.ObjectKey{Name: statics[0]}, staticBefore); err != nil {

@@ -115,6 +115,9 @@ func (f *fence) powerOff(ctx context.Context, cluster, node string) error {
 		at := time.Now()
 		f.tr.Close(keyAlive+node, at)
 		f.tr.Close(keyFrozen+node, at)
+		f.c.logf("    fence agent: powered off %s", node)
+	} else {
+		f.c.logf("    fence agent: %s was off already", node)
 	}
 	f.tr.Open(keyFenced+node, time.Now())
 	return nil

@@ -82,7 +82,7 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 	}
 	faultsEnd := time.Now()
 	c.logf("    faults undone at +%.0fs; waiting for convergence (bound %s)", faultsEnd.Sub(start).Seconds(), c.cfg.Bounds.Converge)
-	convErr := until(ctx, c.cfg.Bounds.Converge, "convergence", c.converged)
+	convErr := until(ctx, c.cfg.Bounds.Converge, "convergence", c.tracedConvergence(faultsEnd))
 	res.ConvergenceSeconds = time.Since(faultsEnd).Seconds()
 	stopChecking()
 	if err := <-checked; err != nil {
@@ -103,6 +103,20 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 	c.logf("    run %d: %d violations, converged in %s s, %d destructive acts", n, len(res.Violations),
 		convergedIn(res), len(res.Destructive))
 	return res, nil
+}
+
+// tracedConvergence is c.converged, logging what still differs every
+// 30 s: a slow convergence says why even when it makes the bound.
+func (c *Campaign) tracedConvergence(since time.Time) func(context.Context) (bool, string) {
+	next := since.Add(30 * time.Second)
+	return func(ctx context.Context) (bool, string) {
+		ok, why := c.converged(ctx)
+		if !ok && time.Now().After(next) {
+			next = time.Now().Add(30 * time.Second)
+			c.logf("    not converged after %.0fs: %s", time.Since(since).Seconds(), why)
+		}
+		return ok, why
+	}
 }
 
 func convergedIn(res *RunResult) string {

@@ -103,6 +103,9 @@ func (f *fence) settings(_, node string) (time.Duration, string, bool) {
 func (f *fence) powerOff(ctx context.Context, cluster, node string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.tr == nil {
+		return fmt.Errorf("no run in progress: the campaign has no truth to record the power-off in")
+	}
 	gone, err := f.c.lab.NodeProcessGone(node)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -38,8 +39,10 @@ type leaseSighting struct {
 	// marked: the monitor made the node unreachable and has not undone it.
 	marked bool
 	// admitted: the monitor saw the node Ready without the not-ready
-	// taint the API server puts on every new Node.
+	// taint the API server puts on every new Node; a new Lease (a node
+	// replaced under the same name) undoes it.
 	admitted bool
+	leaseUID types.UID
 }
 
 // monitorAction is what the node monitor does to one node.
@@ -134,9 +137,9 @@ func (l *Lab) monitorNodesOnce(ctx context.Context, st *State, c *ClusterState) 
 	if err := cl.List(ctx, &leases, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
 		return err
 	}
-	rv := map[string]string{}
+	rv, uids := map[string]string{}, map[string]types.UID{}
 	for _, x := range leases.Items {
-		rv[x.Name] = x.ResourceVersion
+		rv[x.Name], uids[x.Name] = x.ResourceVersion, x.UID
 	}
 	now := time.Now()
 	for _, n := range c.Nodes {
@@ -148,6 +151,9 @@ func (l *Lab) monitorNodesOnce(ctx context.Context, st *State, c *ClusterState) 
 		seen, ok := l.leases[key]
 		if !ok || seen.resourceVersion != rv[n.Name] {
 			seen.resourceVersion, seen.changed = rv[n.Name], now
+			if seen.leaseUID != uids[n.Name] {
+				seen.leaseUID, seen.admitted = uids[n.Name], false
+			}
 			l.leases[key] = seen
 		}
 		l.mu.Unlock()

@@ -79,7 +79,10 @@ func (c *Campaign) apply(ctx context.Context, tr *Truth, f Fault) (undo, error) 
 			return nil, err
 		}
 		return func(ctx context.Context) error {
-			err := c.lab.Restore(ctx, f.Node) // clears the evidence; the kwok runs on
+			// Clears the evidence; the kwok runs on, unless the fence agent
+			// killed it meanwhile (a slow remediation of an earlier
+			// partition): then it is powered on, and alive again in the truth.
+			err := c.fence.powerOn(ctx, tr, f.Cluster, f.Node, func(ctx context.Context) error { return c.lab.Restore(ctx, f.Node) })
 			if err == nil {
 				tr.Close(keyEvidence+f.Node, now())
 			}

@@ -57,6 +57,7 @@ type scOptions struct {
 	sharedEtcd   bool
 	churn        churnRates
 	maxLoad      float64
+	quietWait    time.Duration
 	settle       time.Duration
 	powerOffs    int
 	exhaustRSPs  int
@@ -161,6 +162,7 @@ there too (<size>-manager.log).`,
 	f.Float64Var(&o.maxLoad, "max-load", 0, "a steady window whose 1-minute load average exceeds this is INVALID (default 0.75 per core)")
 	f.DurationVar(&o.steady, "steady", 0, "steady window for CPU and request rates (goal 120s, small 30s)")
 	f.DurationVar(&o.settle, "settle", 30*time.Second, "wait after sync before the steady window")
+	f.DurationVar(&o.quietWait, "quiet-wait", 3*time.Minute, "after --settle, wait up to this long for the 1-minute load average to fall to --max-load (it carries the population's burst for minutes) before the steady window opens; the window is judged all the same")
 	f.IntVar(&o.powerOffs, "power-offs", 0, "lab nodes powered off for the taint latency")
 	f.IntVar(&o.exhaustRSPs, "exhaust-rsps", 0, "RSPs scaled up on the exhausted member for the shift latency")
 	f.DurationVar(&o.populateWait, "populate-wait", 5*time.Minute, "how long to wait for the RSP pods Running and the bulk VolumeAttachments after creating them; then the lab is measured as it is")
@@ -197,8 +199,8 @@ func (o *scOptions) resolve(cmd *cobra.Command) error {
 	switch {
 	case o.members < 1 || o.nodes < 1 || o.podsPerNode < 0 || o.rsps < 1:
 		return fmt.Errorf("members, nodes and rsps must be positive")
-	case o.churn.NodeStatusEvery < 0 || o.churn.PodPercentPerMin < 0 || o.churn.ScalePerMin < 0 || o.memberIdle < 0:
-		return fmt.Errorf("churn rates and --member-idle must not be negative")
+	case o.churn.NodeStatusEvery < 0 || o.churn.PodPercentPerMin < 0 || o.churn.ScalePerMin < 0 || o.memberIdle < 0 || o.quietWait < 0:
+		return fmt.Errorf("churn rates, --member-idle and --quiet-wait must not be negative")
 	case o.exhaustRSPs > o.rsps:
 		return fmt.Errorf("--exhaust-rsps %d exceeds --rsps %d", o.exhaustRSPs, o.rsps)
 	case o.steady < 10*time.Second:

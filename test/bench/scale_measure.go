@@ -272,6 +272,9 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 	}
 	err = sleepCtx(ctx, b.o.settle)
 	if err == nil {
+		err = b.waitQuiet(ctx)
+	}
+	if err == nil {
 		err = b.steady(ctx, m, r)
 	}
 	res := churn.finish()
@@ -439,6 +442,31 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 	b.progress("steady: manager CPU %.2f%% of a core, member writes %.3f/s, host writes %.3f/s (%.3f/s leader election); rig CPU %.1f%% of a core, load %.2f",
 		r.CPUPercent, r.MemberWrites, r.Requests[lab.HostName].Writes, r.HostLeaseWrites, r.SteadyLab.Rig.CPUPercent, r.LoadAvg1)
 	return nil
+}
+
+// waitQuiet waits, up to --quiet-wait, until the machine's 1-minute load
+// average is at most --max-load. The average decays over minutes, so right
+// after the bulk objects were created it still carries that burst, and a
+// window opened then is judged on the population, not on the steady state
+// (the rig itself used a third of a core at steady state, the load average
+// was still 2.1). The churn runs meanwhile; the window is judged as ever.
+func (b *scBench) waitQuiet(ctx context.Context) error {
+	deadline := time.Now().Add(b.o.quietWait)
+	for said := false; ; said = true {
+		load, _ := loadAvg()
+		switch {
+		case load <= b.o.maxLoad:
+			return nil
+		case time.Now().After(deadline):
+			b.progress("load average %.2f still above %.2f after %s: opening the steady window anyway", load, b.o.maxLoad, b.o.quietWait)
+			return nil
+		case !said:
+			b.progress("load average %.2f above %.2f: waiting up to %s for it to fall before the steady window", load, b.o.maxLoad, b.o.quietWait)
+		}
+		if err := sleepCtx(ctx, 5*time.Second); err != nil {
+			return err
+		}
+	}
 }
 
 // loadAvg reads the machine's 1- and 5-minute load averages.

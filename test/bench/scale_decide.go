@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/fedfailover/fedfailover/internal/fencing"
 	"sync"
 	"time"
 
@@ -71,7 +72,7 @@ func (b *scBench) watchNode(ctx context.Context, member, node string) (*scTaintC
 	if err != nil {
 		return nil, nil, err
 	}
-	clock := newTaintClock(b.o.notReadyFor)
+	clock := newTaintClock(b.o.notReadyFor, fencing.SilenceWindow(time.Duration(b.l.Options().NodeLeaseSeconds)*time.Second))
 	wctx, stop := context.WithCancel(ctx)
 	if err := scWatch(wctx, cfg, &corev1.Node{}, "", fields.OneTermEqualSelector("metadata.name", node), clock.observe); err != nil {
 		stop()

@@ -94,7 +94,7 @@ func (b *scBench) report(r *scResult) error {
 		{fmt.Sprintf("manager CPU at the churn rate over %.0fs (%% of one core)", r.SteadySeconds), fig("%.2f", r.CPUPercent), "-", "<= 2", t["cpu"]},
 		{"writes/s to members (steady)", fig("%.3f", r.MemberWrites), "-", "0", t["member_writes"]},
 		{"writes/s to host without leader election (steady)", fig("%.3f", r.HostOtherWrites), "-", "0", t["host_writes"]},
-		{"loss rule true (first seen not Ready + notReadyFor, or evidence) -> taint (s)", lat(r.Taint, func(l *scLatency) *float64 { return l.P50 }),
+		{"loss rule true (evidence + Lease silence, or not Ready + notReadyFor) -> taint (s)", lat(r.Taint, func(l *scLatency) *float64 { return l.P50 }),
 			lat(r.Taint, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["taint"]},
 		{"exhaustion rule true (Unschedulable transition + capacityExhaustedAfter) -> RSP shift (s)", lat(r.Shift, func(l *scLatency) *float64 { return l.P50 }),
 			lat(r.Shift, func(l *scLatency) *float64 { return l.P99 }), "p99 <= 1", t["shift"]},

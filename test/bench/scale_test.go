@@ -73,7 +73,7 @@ func TestTaintClockCountsFromTheFirstSighting(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC) // the transition, truncated
 	seen := t0.Add(700 * time.Millisecond)
 	const nrf = 5 * time.Second
-	c := newTaintClock(nrf)
+	c := newTaintClock(nrf, time.Hour) // evidence long ago, the NotReady rule first
 	c.observe(notReadyNode(t0, false), seen)
 	c.observe(notReadyNode(t0, false), seen.Add(time.Second)) // a later delivery changes nothing
 	c.observe(notReadyNode(t0, true), seen.Add(nrf+50*time.Millisecond))
@@ -83,10 +83,16 @@ func TestTaintClockCountsFromTheFirstSighting(t *testing.T) {
 	if got, err := c.latency(seen.Add(nrf + 30*time.Millisecond)); err != nil || math.Abs(got-0.02) > 1e-9 {
 		t.Errorf("latency with later evidence = %v, %v; want 0.02 s from the evidence", got, err)
 	}
-	early := newTaintClock(nrf)
-	early.observe(&corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeOutOfService}}}}, seen)
-	if _, err := early.latency(t0); err == nil {
-		t.Error("a node tainted while never seen not Ready was timed")
+	// Evidence first: tainted before the node was seen not Ready, timed
+	// from the evidence + the silence window.
+	const silence = 5 * time.Second
+	early := newTaintClock(nrf, silence)
+	early.observe(&corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeOutOfService}}}}, t0.Add(silence+300*time.Millisecond))
+	if got, err := early.latency(t0); err != nil || math.Abs(got-0.3) > 1e-9 {
+		t.Errorf("evidence-first latency = %v, %v; want 0.3 s from the evidence + the silence window", got, err)
+	}
+	if _, err := newTaintClock(nrf, silence).latency(t0); err == nil {
+		t.Error("a node never tainted was timed")
 	}
 }
 

@@ -80,8 +80,8 @@ func (b *scBench) restConfig(cluster string) (*rest.Config, error) {
 
 // What each decision latency is timed from and to (table and BENCH_JSON).
 const (
-	scTaintBasis = "from the later of the Machine evidence and the Node first seen not Ready (bench watch, host clock) + notReadyFor, " +
-		"to the out-of-service taint seen (bench watch)"
+	scTaintBasis = "from the earlier of the Machine evidence + the Lease silence window and the later of the evidence and " +
+		"the Node first seen not Ready (bench watch, host clock) + notReadyFor, to the out-of-service taint seen (bench watch)"
 	scShiftBasis = "from the workload's pod first seen Unschedulable (bench watch, host clock) + " +
 		"capacityExhaustedAfter, to the RSP's spec.clusters change seen (bench watch)"
 )
@@ -93,14 +93,18 @@ const (
 // over-stated the latency by as much).
 type scTaintClock struct {
 	notReadyFor time.Duration
-	mu          sync.Mutex
-	seen        time.Time // the node first delivered not Ready
-	tainted     time.Time // the out-of-service taint first delivered
-	done        chan struct{}
+	// silence is fedfailover's Lease silence window for the lab's nodes:
+	// with evidence, a node counts lost once its Lease stayed unchanged
+	// that long (the power-off stops the kubelet as the evidence comes).
+	silence time.Duration
+	mu      sync.Mutex
+	seen    time.Time // the node first delivered not Ready
+	tainted time.Time // the out-of-service taint first delivered
+	done    chan struct{}
 }
 
-func newTaintClock(notReadyFor time.Duration) *scTaintClock {
-	return &scTaintClock{notReadyFor: notReadyFor, done: make(chan struct{})}
+func newTaintClock(notReadyFor, silence time.Duration) *scTaintClock {
+	return &scTaintClock{notReadyFor: notReadyFor, silence: silence, done: make(chan struct{})}
 }
 
 func (c *scTaintClock) observe(o client.Object, at time.Time) {
@@ -119,21 +123,26 @@ func (c *scTaintClock) observe(o client.Object, at time.Time) {
 	}
 }
 
-// latency is the seconds from the loss rule turning true (the later of the
-// Machine evidence and the first not-Ready sighting + notReadyFor) to the
-// taint.
+// latency is the seconds from the loss rule turning true to the taint:
+// the earlier of the evidence rule (the Machine evidence + the Lease
+// silence window) and the NotReady rule (the later of the evidence and the
+// first not-Ready sighting + notReadyFor), as fedfailover detects by
+// evidence first.
 func (c *scTaintClock) latency(evidence time.Time) (float64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.tainted.IsZero():
+	if c.tainted.IsZero() {
 		return 0, fmt.Errorf("not tainted out-of-service")
-	case c.seen.IsZero() || c.seen.After(c.tainted):
-		return 0, fmt.Errorf("tainted before it was seen not Ready")
 	}
-	complete := evidence
-	if lost := c.seen.Add(c.notReadyFor); lost.After(complete) {
-		complete = lost
+	complete := evidence.Add(c.silence)
+	if !c.seen.IsZero() && !c.seen.After(c.tainted) {
+		notReady := evidence
+		if lost := c.seen.Add(c.notReadyFor); lost.After(notReady) {
+			notReady = lost
+		}
+		if notReady.Before(complete) {
+			complete = notReady
+		}
 	}
 	return c.tainted.Sub(complete).Seconds(), nil
 }

@@ -37,7 +37,7 @@ func TestWatchTimesANodeFromItsDeliveries(t *testing.T) {
 	}
 	var mu sync.Mutex
 	names := map[string]bool{}
-	clock := newTaintClock(time.Second)
+	clock := newTaintClock(time.Second, time.Hour)
 	start := time.Now()
 	if err := scWatch(ctx, cfg, &corev1.Node{}, "", fields.OneTermEqualSelector("metadata.name", "watched"), func(o client.Object, at time.Time) {
 		mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/fedfailover/fedfailover/internal/cli"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/logbuf"
 	"github.com/fedfailover/fedfailover/test/paths"
 	"github.com/fedfailover/fedfailover/test/testenv"
 )
@@ -229,24 +229,7 @@ func testErrors(t *testing.T, h *host) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitFor(t *testing.T, out *syncBuffer, want string) {
+func waitFor(t *testing.T, out *logbuf.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(out.String(), want) {
@@ -261,7 +244,7 @@ func waitFor(t *testing.T, out *syncBuffer, want string) {
 // the CLI then says how to install it, and a running `status --watch` ends
 // with the same message.
 func testCRDsMissing(t *testing.T, h *host) {
-	var out syncBuffer
+	var out logbuf.Buffer
 	watch := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	watch.SetArgs([]string{"status", "--watch", "--kubeconfig=" + h.admin})
 	watched := make(chan error, 1)

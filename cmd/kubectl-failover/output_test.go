@@ -16,6 +16,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/cli"
+	"github.com/fedfailover/fedfailover/test/logbuf"
 )
 
 // testOutputFormats prints every command's report of the seeded host in
@@ -120,7 +121,7 @@ func testOutputFormats(t *testing.T, h *host) {
 func testWatchDocuments(t *testing.T, h *host, format string) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out syncBuffer
+	var out logbuf.Buffer
 	cmd := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
 	cmd.SetArgs([]string{"status", "--watch", "-o", format, "--kubeconfig=" + h.admin})
 	done := make(chan error, 1)

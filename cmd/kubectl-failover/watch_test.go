@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/test/logbuf"
 )
 
 // requestCounter counts the CLI's GET requests: watches (?watch=true) and
@@ -46,7 +47,7 @@ func testWatch(t *testing.T, h *host) {
 		c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return requestCounter{rt, &watches, &others} })
 		return c
 	}
-	var out syncBuffer
+	var out logbuf.Buffer
 	cmd := newRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, flags)
 	cmd.SetArgs([]string{"status", "--watch", "--kubeconfig=" + h.admin})
 	done := make(chan error, 1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -251,7 +252,7 @@ func (c *Campaign) waitMidAction(ctx context.Context, d time.Duration) string {
 			var rsp fedschedv1a1.ReplicaSchedulingPreference
 			if err := c.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rsp); err == nil &&
 				!equalClusters(rsp.Spec.Clusters, base.Clusters) {
-				what = fmt.Sprintf("with RSP %s shifted to %s", w, weights(rsp.Spec.Clusters))
+				what = fmt.Sprintf("with RSP %s shifted to %s", w, pins(rsp.Spec.Clusters))
 				return true, ""
 			}
 		}
@@ -260,11 +261,16 @@ func (c *Campaign) waitMidAction(ctx context.Context, d time.Duration) string {
 	return what
 }
 
-// weights prints an RSP's clusters as name=weight, sorted.
-func weights(cs map[string]fedschedv1a1.ClusterPreferences) string {
+// pins prints an RSP's clusters as name{w=weight,min=min,max=max}, sorted
+// (max "-" when unset).
+func pins(cs map[string]fedschedv1a1.ClusterPreferences) string {
 	var out []string
 	for _, n := range slices.Sorted(maps.Keys(cs)) {
-		out = append(out, fmt.Sprintf("%s=%d", n, cs[n].Weight))
+		p, mx := cs[n], "-"
+		if p.MaxReplicas != nil {
+			mx = strconv.FormatInt(*p.MaxReplicas, 10)
+		}
+		out = append(out, fmt.Sprintf("%s{w=%d,min=%d,max=%s}", n, p.Weight, p.MinReplicas, mx))
 	}
 	return strings.Join(out, " ")
 }

@@ -154,7 +154,8 @@ func (c *Campaign) converged(ctx context.Context) (bool, string) {
 				return false, err.Error()
 			}
 			if !apiequality.Semantic.DeepEqual(rsp.Spec, base) {
-				return false, fmt.Sprintf("RSP %s not at its baseline: %+v", w, rsp.Spec.Clusters)
+				return false, fmt.Sprintf("RSP %s not at its baseline: total %d %s, want total %d %s",
+					w, rsp.Spec.TotalReplicas, pins(rsp.Spec.Clusters), base.TotalReplicas, pins(base.Clusters))
 			}
 		}
 		// Each member's Deployment as kubefed wrote it, with its own

@@ -1,5 +1,5 @@
-// Package logbuf is a log sink the tests' managers write to from many
-// goroutines while the test reads it.
+// Package logbuf is an output sink (a manager's log, the CLI's --watch
+// output) that tests write to from many goroutines while they read it.
 package logbuf
 
 import (

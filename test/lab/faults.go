@@ -256,26 +256,43 @@ func (l *Lab) ExhaustCapacity(ctx context.Context, cluster, mode string) error {
 	return probeUnschedulable(ctx, cl)
 }
 
+// probeVerdictWithin bounds how long the capacity probe waits for the
+// scheduler to see the nodes change. After its API server restarts, a
+// member's kube-scheduler can lag it by more than a minute: its informers
+// come back on client-go's reflector backoff (up to 30 s, doubled by
+// jitter), and meanwhile it schedules on the old view of the nodes (seen
+// on the lab: probes placed on nodes cordoned 15 s earlier, 80 s after a
+// restart) or does not see new pods at all.
+const probeVerdictWithin = 2 * time.Minute
+
 // probeUnschedulable returns once the scheduler itself reports that a small
 // pod does not fit, so callers never race the scheduler's view of the nodes.
 // A probe scheduled anyway was placed before the scheduler saw the nodes
-// change: it is deleted and another one tried, within 30 s.
+// change: it is deleted and another one tried, within probeVerdictWithin.
 func probeUnschedulable(ctx context.Context, cl client.Client) error {
 	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LabNamespace}}); err != nil {
 		return err
 	}
 	var placed string
-	err := pollUntil(ctx, 30*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+	probes, unanswered := 0, 0
+	err := pollUntil(ctx, probeVerdictWithin, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
 		unschedulable, node, err := probeOnce(ctx, cl)
-		if node != "" {
+		probes++
+		switch {
+		case node != "":
 			placed = node
+		case !unschedulable && err == nil:
+			unanswered++
 		}
 		return unschedulable, err
 	})
-	if err != nil && placed != "" {
-		return fmt.Errorf("capacity probe was scheduled to %s: the member still has room: %w", placed, err)
+	switch {
+	case err != nil && placed != "":
+		return fmt.Errorf("capacity probe was scheduled to %s (%d probes, %d without a verdict): the member still has room: %w", placed, probes, unanswered, err)
+	case err != nil:
+		return fmt.Errorf("the member's scheduler gave none of %d capacity probes a verdict: %w", probes, err)
 	}
-	return err
+	return nil
 }
 
 // probeOnce creates one probe pod and deletes it again; it reports whether

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,6 +199,17 @@ func prefsPtr(m map[string]fedschedv1a1.ClusterPreferences, name string) *fedsch
 		return &p
 	}
 	return nil
+}
+
+// FormatClusters prints an RSP's clusters sorted by name, each as
+// "name{w=<weight>[,min=<min>][,max=<max>]}" (formatPrefs).
+func FormatClusters(cs map[string]fedschedv1a1.ClusterPreferences) string {
+	out := make([]string, 0, len(cs))
+	for _, n := range slices.Sorted(maps.Keys(cs)) {
+		p := cs[n]
+		out = append(out, n+"{"+formatPrefs(&p)+"}")
+	}
+	return strings.Join(out, " ")
 }
 
 // formatPrefs is "w=<weight>[,min=<min>][,max=<max>]", or "-" when the

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/cli"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/test/lab"
 )
@@ -252,27 +252,13 @@ func (c *Campaign) waitMidAction(ctx context.Context, d time.Duration) string {
 			var rsp fedschedv1a1.ReplicaSchedulingPreference
 			if err := c.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rsp); err == nil &&
 				!equalClusters(rsp.Spec.Clusters, base.Clusters) {
-				what = fmt.Sprintf("with RSP %s shifted to %s", w, pins(rsp.Spec.Clusters))
+				what = fmt.Sprintf("with RSP %s shifted to %s", w, cli.FormatClusters(rsp.Spec.Clusters))
 				return true, ""
 			}
 		}
 		return false, ""
 	})
 	return what
-}
-
-// pins prints an RSP's clusters as name{w=weight,min=min,max=max}, sorted
-// (max "-" when unset).
-func pins(cs map[string]fedschedv1a1.ClusterPreferences) string {
-	var out []string
-	for _, n := range slices.Sorted(maps.Keys(cs)) {
-		p, mx := cs[n], "-"
-		if p.MaxReplicas != nil {
-			mx = strconv.FormatInt(*p.MaxReplicas, 10)
-		}
-		out = append(out, fmt.Sprintf("%s{w=%d,min=%d,max=%s}", n, p.Weight, p.MinReplicas, mx))
-	}
-	return strings.Join(out, " ")
 }
 
 func equalClusters(a, b map[string]fedschedv1a1.ClusterPreferences) bool {

@@ -20,6 +20,7 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/cli"
 	"github.com/fedfailover/fedfailover/test/lab"
 	"github.com/fedfailover/fedfailover/test/poll"
 )
@@ -155,7 +156,7 @@ func (c *Campaign) converged(ctx context.Context) (bool, string) {
 			}
 			if !apiequality.Semantic.DeepEqual(rsp.Spec, base) {
 				return false, fmt.Sprintf("RSP %s not at its baseline: total %d %s, want total %d %s",
-					w, rsp.Spec.TotalReplicas, pins(rsp.Spec.Clusters), base.TotalReplicas, pins(base.Clusters))
+					w, rsp.Spec.TotalReplicas, cli.FormatClusters(rsp.Spec.Clusters), base.TotalReplicas, cli.FormatClusters(base.Clusters))
 			}
 		}
 		// Each member's Deployment as kubefed wrote it, with its own

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 )
 
 var testTopology = Topology{Nodes: map[string][]string{
@@ -254,14 +252,5 @@ func TestFaultVariants(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "power-off machine-deleted evidence-first") {
 		t.Fatalf("the report does not list the variants:\n%s", out.String())
-	}
-}
-
-// Pins print what a reader compares: weight, min and max (unset shown).
-func TestPinsArePrintedByValue(t *testing.T) {
-	two := int64(2)
-	got := pins(map[string]fedschedv1a1.ClusterPreferences{"member2": {Weight: 2, MinReplicas: 2, MaxReplicas: &two}, "member1": {Weight: 4}})
-	if want := "member1{w=4,min=0,max=-} member2{w=2,min=2,max=2}"; got != want {
-		t.Fatalf("pins = %q, want %q", got, want)
 	}
 }

@@ -180,14 +180,14 @@ func TestBaselineKubefedRSPMovesReplicasAfterThreshold(t *testing.T) {
 	const ns, name, full, total = "baseline-rsp", "web", "member2", 6
 	host := theLab.MustClient(lab.HostName)
 	m1, m2 := theLab.MustClient("member1"), theLab.MustClient(full)
+	if err := theLab.ExhaustCapacity(ctx, full, lab.ExhaustCordon); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if err := theLab.RestoreCapacity(context.Background(), full); err != nil {
 			t.Errorf("restore capacity: %v", err)
 		}
 	})
-	if err := theLab.ExhaustCapacity(ctx, full, lab.ExhaustCordon); err != nil {
-		t.Fatal(err)
-	}
 	if err := theLab.ApplyYAML(ctx, lab.HostName, lab.FederatedDeploymentYAML(ns, name, total, theLab.Members())); err != nil {
 		t.Fatal(err)
 	}

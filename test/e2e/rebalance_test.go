@@ -23,6 +23,9 @@ import (
 // exhaust leaves member2 without room until the test ends (or restore).
 func exhaust(t *testing.T) (restore func()) {
 	t.Helper()
+	if err := theLab.ExhaustCapacity(t.Context(), "member2", lab.ExhaustCordon); err != nil {
+		t.Fatal(err)
+	}
 	restored := false
 	restore = func() {
 		if restored {
@@ -33,12 +36,7 @@ func exhaust(t *testing.T) (restore func()) {
 			t.Errorf("restore capacity: %v", err)
 		}
 	}
-	// Registered first: a failed exhaustion must not leave member2 cordoned
-	// for the tests after this one.
 	t.Cleanup(restore)
-	if err := theLab.ExhaustCapacity(t.Context(), "member2", lab.ExhaustCordon); err != nil {
-		t.Fatal(err)
-	}
 	return restore
 }
 

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"syscall"
@@ -232,8 +233,20 @@ const (
 // LabNamespace holds objects the lab itself creates in members (fillers).
 const LabNamespace = "fedfailover-lab"
 
-// ExhaustCapacity leaves a member without room for new pods.
+// ExhaustCapacity leaves a member without room for new pods. When it
+// fails it restores the member's capacity, so that no caller leaves a
+// member cordoned or filled behind it.
 func (l *Lab) ExhaustCapacity(ctx context.Context, cluster, mode string) error {
+	if err := l.exhaustCapacity(ctx, cluster, mode); err != nil {
+		if rerr := l.RestoreCapacity(context.WithoutCancel(ctx), cluster); rerr != nil {
+			return errors.Join(err, fmt.Errorf("restoring the capacity of %s: %w", cluster, rerr))
+		}
+		return err
+	}
+	return nil
+}
+
+func (l *Lab) exhaustCapacity(ctx context.Context, cluster, mode string) error {
 	c, err := l.memberState(cluster)
 	if err != nil {
 		return err
@@ -261,7 +274,7 @@ func (l *Lab) ExhaustCapacity(ctx context.Context, cluster, mode string) error {
 // member's kube-scheduler can lag it by more than a minute: its informers
 // come back on client-go's reflector backoff (up to 30 s, doubled by
 // jitter), and meanwhile it schedules on the old view of the nodes (seen
-// on the lab: probes placed on nodes cordoned 15 s earlier, 80 s after a
+// on the lab: probes placed for 15 s on nodes cordoned 82 s after a
 // restart) or does not see new pods at all.
 const probeVerdictWithin = 2 * time.Minute
 

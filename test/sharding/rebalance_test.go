@@ -222,14 +222,14 @@ func (f *fixture) memberFailure(t *testing.T, leader *replica, c rbCase, ns stri
 // returns the time from this test first seeing one of its replicas there
 // Unschedulable to the RSP pinning it to 0.
 func (f *fixture) exhaustion(t *testing.T, leader *replica, c rbCase, ns string) time.Duration {
+	if err := theLab.ExhaustCapacity(t.Context(), c.member, lab.ExhaustCordon); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if err := theLab.RestoreCapacity(context.Background(), c.member); err != nil {
 			t.Errorf("restoring the capacity of %s: %v", c.member, err)
 		}
 	})
-	if err := theLab.ExhaustCapacity(t.Context(), c.member, lab.ExhaustCordon); err != nil {
-		t.Fatal(err)
-	}
 	f.rebalancePolicy(t, ns)
 	members := []string{c.member, c.spare}
 	f.federatedWorkload(t, ns, members)

@@ -260,6 +260,16 @@ func (c *connection) bytesRead() int64 {
 	return n
 }
 
+// brokenStreams counts the informers' list and watch requests that failed
+// or broke off since the connection was made (kindProgress.broken).
+func (c *connection) brokenStreams() int64 {
+	var n int64
+	for _, p := range c.progress {
+		n += p.broken.Load()
+	}
+	return n
+}
+
 // watchErr is the last error of an informer's list or watch, if any.
 func (c *connection) watchErr() string {
 	if p := c.lastWatchErr.Load(); p != nil {

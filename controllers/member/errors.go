@@ -36,20 +36,25 @@ func (e *NotConnectedError) Is(target error) bool { return target == ErrNotConne
 // Reasons for a member's connection state, used in status, events and the
 // disconnects metric.
 const (
-	ReasonConnected          = "Connected"
-	ReasonSyncing            = "Syncing"
-	ReasonPending            = "Pending"
-	ReasonUnjoined           = "Unjoined"
-	ReasonSecretNotFound     = "SecretNotFound"
-	ReasonSecretInvalid      = "SecretInvalid"
-	ReasonConfigInvalid      = "ConfigInvalid"
-	ReasonUnauthorized       = "Unauthorized"
-	ReasonForbidden          = "Forbidden"
-	ReasonTLSError           = "TLSError"
-	ReasonUnreachable        = "Unreachable"
-	ReasonTimeout            = "Timeout"
-	ReasonCacheSyncFailed    = "CacheSyncFailed"
-	ReasonProbeFailed        = "ProbeFailed"
+	ReasonConnected       = "Connected"
+	ReasonSyncing         = "Syncing"
+	ReasonPending         = "Pending"
+	ReasonUnjoined        = "Unjoined"
+	ReasonSecretNotFound  = "SecretNotFound"
+	ReasonSecretInvalid   = "SecretInvalid"
+	ReasonConfigInvalid   = "ConfigInvalid"
+	ReasonUnauthorized    = "Unauthorized"
+	ReasonForbidden       = "Forbidden"
+	ReasonTLSError        = "TLSError"
+	ReasonUnreachable     = "Unreachable"
+	ReasonTimeout         = "Timeout"
+	ReasonCacheSyncFailed = "CacheSyncFailed"
+	ReasonProbeFailed     = "ProbeFailed"
+	// ReasonStaleCache: the member answers its probes again after an
+	// outage that broke its cache's watches; the cache is rebuilt (the
+	// member syncs again, unknown until synced) instead of being read
+	// while its informers catch up.
+	ReasonStaleCache         = "StaleCache"
 	ReasonCredentialsChanged = "CredentialsChanged"
 	ReasonConnectFailed      = "ConnectFailed"
 	// ReasonMemberPermissionDenied: the member refused (403) requests

@@ -75,7 +75,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return res, nil
 		}
 	}
-	return r.probe(ctx, kfc, m), nil
+	return r.probe(ctx, kfc, m, in), nil
 }
 
 // connectInput is what a connection is built from.
@@ -201,8 +201,9 @@ func connectedMessage(conn *connection) string {
 	return msg
 }
 
-// probe checks a connected member once per ProbePeriod.
-func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, m memberState) ctrl.Result {
+// probe checks a connected member once per ProbePeriod; in is what to dial
+// again with when its cache must be rebuilt.
+func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedCluster, m memberState, in connectInput) ctrl.Result {
 	o := r.cache.opts
 	now := r.cache.now()
 	// A permission refused or granted since the last look.
@@ -226,10 +227,15 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 
 	if err == nil {
 		metrics.MemberProbeDuration.WithLabelValues(kfc.Name, metrics.ProbeSuccess).Observe(elapsed.Seconds())
+		broken := m.conn.brokenStreams()
+		if msg, stale := staleAfterOutage(m, broken); stale {
+			r.tearDown(ctx, kfc, ReasonStaleCache, msg, false)
+			return r.connect(ctx, kfc, in)
+		}
 		if m.synced {
 			setCacheMetrics(kfc.Name, m.conn)
 		}
-		prev, next := r.cache.probeSucceeded(kfc.Name, m.conn, now)
+		prev, next := r.cache.probeSucceeded(kfc.Name, m.conn, now, broken)
 		r.transition(ctx, kfc, prev, next)
 		return ctrl.Result{RequeueAfter: o.ProbePeriod}
 	}
@@ -265,6 +271,23 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 	ctrl.LoggerFrom(ctx).Info("Member probe failed", "failures", failures, "threshold", o.FailureThreshold, "reason", reason, "error", msg)
 	r.cache.probeFailed(kfc.Name, m.conn, now, failures)
 	return ctrl.Result{RequeueAfter: o.ProbePeriod}
+}
+
+// staleAfterOutage decides whether a synced member whose probes answer
+// again after failing may go on with the cache it kept: not when any of
+// its informers' list or watch requests failed or broke off since the
+// cache was last known current. Such an informer tries again only when
+// its reflector's backoff ends (client-go: 800 ms doubling to 30 s, with
+// as much jitter again), so for up to a minute after the member answers
+// the cache would still show the member as it was before the outage:
+// pods long deleted, Ready. A cache whose watches kept reading (a busy API
+// server queueing the probe) is kept, without a relist.
+func staleAfterOutage(m memberState, broken int64) (msg string, stale bool) {
+	if !m.synced || (!m.unanswered && m.failures == 0) || broken <= m.brokenSeen {
+		return "", false
+	}
+	return fmt.Sprintf("answers again after %d failed probes, but %d list or watch requests of its cache failed meanwhile: "+
+		"the cache is rebuilt rather than read while its informers back off", m.failures, broken-m.brokenSeen), true
 }
 
 // keepUnanswered handles a synced member whose probes failed

@@ -18,7 +18,10 @@ type memberState struct {
 	// failed. The member is not connected, but its cache is kept while
 	// its watches still read (probe), so a busy API server that answers
 	// again costs no relist.
-	unanswered    bool
+	unanswered bool
+	// brokenSeen is conn.brokenStreams() when the cache was last known
+	// current: at its sync, then at each answered probe.
+	brokenSeen    int64
 	connectedOnce bool // by this process: before that, nothing is known of the member
 	// While conn syncs: since when, and its last progress (syncprogress.go).
 	syncStart time.Time
@@ -128,6 +131,7 @@ func (c *Cache) setSynced(cluster string, conn *connection) (prev, next connStat
 	}
 	prev = m.snapshot()
 	m.synced, m.connectedOnce, m.attempts = true, true, 0
+	m.brokenSeen = conn.brokenStreams()
 	m.setStatus(connectedStatus(conn))
 	return prev, m.snapshot(), c.now().Sub(m.syncStart), true
 }
@@ -225,10 +229,10 @@ func (c *Cache) forget(cluster string) (known, wasConnected bool) {
 // teardown or reconnect wins (the probe was of a connection now gone).
 // probeSucceeded records an answered probe; a member whose probes had gone
 // unanswered is connected again (prev and next say whether it changed).
-func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time) (prev, next connState) {
+func (c *Cache) probeSucceeded(cluster string, conn *connection, at time.Time, broken int64) (prev, next connState) {
 	c.update(cluster, conn, func(s *memberState) {
 		prev = s.snapshot()
-		s.lastProbe, s.failures, s.unanswered = at, 0, false
+		s.lastProbe, s.failures, s.unanswered, s.brokenSeen = at, 0, false, broken
 		if s.synced {
 			s.setStatus(connectedStatus(conn))
 		}

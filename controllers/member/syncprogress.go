@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,6 +31,11 @@ type kindProgress struct {
 	informer cache.Informer
 	bytes    atomic.Int64 // response bytes read by its list and watch requests
 	objects  atomic.Int64 // objects received (each passes its transform)
+	// broken counts its list and watch requests that failed on the way
+	// (no response: the API server gone, the network cut) or whose
+	// response broke off mid-stream. Each is a gap the informer fills only
+	// once its reflector tries again, on its own backoff.
+	broken atomic.Int64
 }
 
 type progressKey struct{}
@@ -49,16 +55,25 @@ func withProgress(lw toolscache.ListerWatcher, p *kindProgress) toolscache.Liste
 }
 
 // countingTransport counts the body bytes of successful responses to
-// tagged requests: error responses a reflector retries are no progress.
+// tagged requests (error responses a reflector retries are no progress),
+// and the tagged requests that failed or broke off (kindProgress.broken).
 type countingTransport struct{ rt http.RoundTripper }
 
 func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(req)
 	p, ok := req.Context().Value(progressKey{}).(*kindProgress)
-	if err != nil || !ok || resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case !ok:
+		return resp, err
+	case err != nil:
+		if req.Context().Err() == nil { // not the informer itself stopping
+			p.broken.Add(1)
+		}
+		return resp, err
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return resp, err
 	}
-	resp.Body = &countingBody{ReadCloser: resp.Body, n: &p.bytes}
+	resp.Body = &countingBody{ReadCloser: resp.Body, n: &p.bytes, broken: &p.broken, ctx: req.Context()}
 	return resp, nil
 }
 
@@ -68,12 +83,20 @@ func (t countingTransport) WrappedRoundTripper() http.RoundTripper { return t.rt
 
 type countingBody struct {
 	io.ReadCloser
-	n *atomic.Int64
+	n, broken *atomic.Int64
+	ctx       context.Context
+	failed    bool
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
+	// A watch the server ends cleanly (its timeout) reads io.EOF; one cut
+	// off (the server killed, the connection lost) reads another error.
+	if err != nil && !errors.Is(err, io.EOF) && !b.failed && b.ctx.Err() == nil {
+		b.failed = true
+		b.broken.Add(1)
+	}
 	return n, err
 }
 

@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -168,4 +169,90 @@ func TestBackoffPerInputs(t *testing.T) {
 	if d := c.backOff("m", "b"); d != time.Second {
 		t.Errorf("first failure after a synced cache: %s, want 1s", d)
 	}
+}
+
+func TestStaleAfterOutageOnlyWhenStreamsBrokeWhileProbesFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		m      memberState
+		broken int64
+		want   bool
+	}{
+		{"answered throughout, a watch broke: the reflector retries at once", memberState{synced: true, brokenSeen: 3}, 4, false},
+		{"probes failed, every watch kept reading (a busy API server)", memberState{synced: true, unanswered: true, failures: 3, brokenSeen: 3}, 3, false},
+		{"unanswered and watches broke (the API server went away)", memberState{synced: true, unanswered: true, failures: 3, brokenSeen: 3}, 9, true},
+		{"one failed probe and a watch cut off", memberState{synced: true, failures: 1}, 1, true},
+		{"still syncing: the sync's own progress decides", memberState{failures: 2}, 5, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg, got := staleAfterOutage(tc.m, tc.broken)
+			if got != tc.want {
+				t.Fatalf("stale = %v (%q), want %v", got, msg, tc.want)
+			}
+			if got && !strings.Contains(msg, "rebuilt") {
+				t.Errorf("message %q does not say the cache is rebuilt", msg)
+			}
+		})
+	}
+}
+
+func TestBrokenCountsFailedAndCutOffRequestsNotCleanEnds(t *testing.T) {
+	p := &kindProgress{}
+	ctx := context.WithValue(context.Background(), progressKey{}, p)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://member/api/v1/pods?watch=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := countingTransport{rt: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("dial tcp: connection refused")
+	})}
+	resp, err := refused.RoundTrip(req)
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatal("want the transport's error")
+	}
+	if got := p.broken.Load(); got != 1 {
+		t.Fatalf("after a refused request broken = %d, want 1", got)
+	}
+	for _, tc := range []struct {
+		name string
+		end  error
+		want int64
+	}{
+		{"a watch the server ends (its timeout)", io.EOF, 1},
+		{"a watch cut off", io.ErrUnexpectedEOF, 2},
+	} {
+		tr := countingTransport{rt: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(&endingReader{data: "{}", end: tc.end})}, nil
+		})}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		_, _ = io.ReadAll(resp.Body) // read again after the end: counted once
+		_ = resp.Body.Close()
+		if got := p.broken.Load(); got != tc.want {
+			t.Errorf("%s: broken = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// endingReader returns data, then end.
+type endingReader struct {
+	data string
+	end  error
+}
+
+func (r *endingReader) Read(p []byte) (int, error) {
+	if r.data == "" {
+		return 0, r.end
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
 }

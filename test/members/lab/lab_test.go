@@ -44,35 +44,7 @@ func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
 		}
 	})
 
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: l.Kubeconfig()},
-		&clientcmd.ConfigOverrides{CurrentContext: lab.HostName}).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Logger: zap.New(zap.UseDevMode(true)),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	members, err := member.SetupWithManager(mctx, mgr, member.Options{Namespace: lab.KubefedNS,
-		ProbePeriod: 2 * time.Second, RetryPeriod: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	members := startMembers(t, l, member.Options{})
 
 	for _, m := range l.Members() {
 		poll(t, 30*time.Second, m+" connected with its nodes cached", func() error {
@@ -162,6 +134,49 @@ func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
 	poll(t, 90*time.Second, "kubefed propagates a Deployment to "+kept+" after its restart", func() error {
 		return keptClient.Get(ctx, client.ObjectKey{Namespace: "after-restart", Name: "web"}, &appsv1.Deployment{})
 	})
+}
+
+// startMembers runs the member cache, as the manager sets it up, against
+// the lab's host until the test ends; o's zero fields get the test's
+// short probe timings.
+func startMembers(t *testing.T, l *lab.Lab, o member.Options) *member.Cache {
+	t.Helper()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: l.Kubeconfig()},
+		&clientcmd.ConfigOverrides{CurrentContext: lab.HostName}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Logger: zap.New(zap.UseDevMode(true)),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Namespace = lab.KubefedNS
+	if o.ProbePeriod == 0 {
+		o.ProbePeriod = 2 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = time.Second
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	members, err := member.SetupWithManager(mctx, mgr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return members
 }
 
 func poll(t *testing.T, timeout time.Duration, what string, cond func() error) {

@@ -17,8 +17,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -29,20 +31,9 @@ import (
 )
 
 func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
-	if err := lab.CheckBinaries(lab.DefaultBinDir()); err != nil {
-		t.Fatalf("lab binaries missing (run `make tools`): %v", err)
-	}
 	ctx := context.Background()
 	const nodes = 3
-	l, err := lab.Up(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Members: 2, Nodes: nodes, Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("starting the lab: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := l.Down(context.Background()); err != nil {
-			t.Errorf("lab teardown: %v", err)
-		}
-	})
+	l := upLab(t, 2, nodes)
 
 	members := startMembers(t, l, member.Options{})
 
@@ -136,6 +127,24 @@ func TestLabMembersConnectAndMapNodesToMachines(t *testing.T) {
 	})
 }
 
+// upLab starts a lab of the given size for the test; it goes with it.
+func upLab(t *testing.T, members, nodes int) *lab.Lab {
+	t.Helper()
+	if err := lab.CheckBinaries(lab.DefaultBinDir()); err != nil {
+		t.Fatalf("lab binaries missing (run `make tools`): %v", err)
+	}
+	l, err := lab.Up(context.Background(), lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Members: members, Nodes: nodes, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("starting the lab: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Down(context.Background()); err != nil {
+			t.Errorf("lab teardown: %v", err)
+		}
+	})
+	return l
+}
+
 // startMembers runs the member cache, as the manager sets it up, against
 // the lab's host until the test ends; o's zero fields get the test's
 // short probe timings.
@@ -152,7 +161,9 @@ func startMembers(t *testing.T, l *lab.Lab, o member.Options) *member.Cache {
 		t.Fatal(err)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Logger: zap.New(zap.UseDevMode(true)),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// Each test runs its own manager, with the same controller names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	if err != nil {
 		t.Fatal(err)
 	}

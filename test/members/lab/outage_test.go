@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
-	"github.com/fedfailover/fedfailover/test/lab"
 	poller "github.com/fedfailover/fedfailover/test/poll"
 )
 
@@ -31,19 +29,8 @@ import (
 // was in fact replacing, shrank the other member, and Ready fell below
 // the user's total.
 func TestLabMemberBackFromOutageIsConnectedOnlyWithACurrentCache(t *testing.T) {
-	if err := lab.CheckBinaries(lab.DefaultBinDir()); err != nil {
-		t.Fatalf("lab binaries missing (run `make tools`): %v", err)
-	}
 	ctx := context.Background()
-	l, err := lab.Up(ctx, lab.Options{Dir: filepath.Join(t.TempDir(), "lab"), Members: 1, Nodes: 1, Logf: t.Logf})
-	if err != nil {
-		t.Fatalf("starting the lab: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := l.Down(context.Background()); err != nil {
-			t.Errorf("lab teardown: %v", err)
-		}
-	})
+	l := upLab(t, 1, 1)
 	// The stall timeout would tear the cache down during the outage and
 	// hide what is tested: a cache kept through it.
 	members := startMembers(t, l, member.Options{SyncStallTimeout: 10 * time.Minute})

@@ -253,19 +253,20 @@ func (c *connection) syncStatus() syncStatus {
 
 // bytesRead is what every informer's list and watch requests have read.
 func (c *connection) bytesRead() int64 {
-	var n int64
-	for _, p := range c.progress {
-		n += p.bytes.Load()
-	}
-	return n
+	return c.sum(func(p *kindProgress) int64 { return p.bytes.Load() })
 }
 
 // brokenStreams counts the informers' list and watch requests that failed
 // or broke off since the connection was made (kindProgress.broken).
 func (c *connection) brokenStreams() int64 {
+	return c.sum(func(p *kindProgress) int64 { return p.broken.Load() })
+}
+
+// sum adds one count over every cached kind.
+func (c *connection) sum(count func(*kindProgress) int64) int64 {
 	var n int64
 	for _, p := range c.progress {
-		n += p.broken.Load()
+		n += count(p)
 	}
 	return n
 }

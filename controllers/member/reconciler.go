@@ -283,7 +283,9 @@ func (r *reconciler) probe(ctx context.Context, kfc *kubefedv1beta1.KubeFedClust
 // pods long deleted, Ready. A cache whose watches kept reading (a busy API
 // server queueing the probe) is kept, without a relist.
 func staleAfterOutage(m memberState, broken int64) (msg string, stale bool) {
-	if !m.synced || (!m.unanswered && m.failures == 0) || broken <= m.brokenSeen {
+	// failures > 0 covers unanswered too: it is set only after
+	// FailureThreshold failures, and both are reset together.
+	if !m.synced || m.failures == 0 || broken <= m.brokenSeen {
 		return "", false
 	}
 	return fmt.Sprintf("answers again after %d failed probes, but %d list or watch requests of its cache failed meanwhile: "+

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
 )
 
 // Invariant names.
@@ -35,7 +37,8 @@ type Bounds struct {
 	Settle time.Duration `json:"settle"`
 	// Short: I3 fails when a workload stays under its bound this long.
 	Short time.Duration `json:"short"`
-	// Converge bounds I4, from the end of the last fault.
+	// Converge bounds I4, from the end of the last fault or, when later,
+	// of the cooldown of a storm the checker saw (storm.go).
 	Converge time.Duration `json:"converge"`
 	// WritesPerMember and WritesPerRSP bound I5: fedfailover's writes in any
 	// 60 s to one member, and to one ReplicaSchedulingPreference.
@@ -97,6 +100,8 @@ type Checker struct {
 	writes       map[string][]time.Time
 	reported     map[string]bool
 	violations   []Violation
+	// storms moves I4's bound (storm.go); nil watches nothing.
+	storms *stormWatch
 	// Acts are every destructive act seen, for the report.
 	Acts []Act
 	// Writes counts every write per target key, for the report.
@@ -108,6 +113,18 @@ func NewChecker(truth *Truth, bounds Bounds, baseline map[string]map[string]int)
 	return &Checker{truth: truth, bounds: bounds, baseline: baseline, taintedReady: map[string]time.Time{},
 		short: map[string]time.Time{}, pins: map[string]map[string]int{}, readyBefore: map[string]bool{}, writes: map[string][]time.Time{}, reported: map[string]bool{}, Writes: map[string]int{}}
 }
+
+// WatchStorms has the checker note storms in its samples by the storm
+// guard's settings of recovery, for StormHeld; nil watches nothing.
+func (c *Checker) WatchStorms(recovery *v1alpha1.NodeRecoverySpec, top Topology) {
+	if recovery != nil {
+		c.storms = newStormWatch(*recovery, top)
+	}
+}
+
+// StormHeld is when the cooldown of the last storm the checker saw ends
+// (zero if none), and what it saw. Safe to call while samples arrive.
+func (c *Checker) StormHeld() (time.Time, string) { return c.storms.heldUntil() }
 
 // Violations returns what was found so far.
 func (c *Checker) Violations() []Violation { return slices.Clone(c.violations) }
@@ -179,6 +196,7 @@ const hostCluster = "host"
 
 // Sample checks I2 and I3 on one read of the federation.
 func (c *Checker) Sample(s Sample) {
+	c.storms.observe(s)
 	c.checkTaints(s)
 	c.checkReplicas(s)
 	c.checkMovedOff(s)

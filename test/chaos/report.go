@@ -117,10 +117,23 @@ func (r *Report) Print(w io.Writer) error {
 				injected++
 			}
 		}
+		storm := "-"
+		if res.StormSeen != "" {
+			storm = "yes"
+		}
 		runs = append(runs, []string{strconv.Itoa(res.Run), strconv.FormatUint(res.Seed, 10), strconv.Itoa(injected),
-			strconv.Itoa(len(res.Destructive)), strconv.Itoa(len(res.Violations)), convergedIn(res)})
+			strconv.Itoa(len(res.Destructive)), strconv.Itoa(len(res.Violations)), convergedIn(res), storm})
 	}
-	return bench.Table(w, []string{"RUN", "SEED", "FAULTS", "DESTRUCTIVE ACTS", "VIOLATIONS", "CONVERGED (s)"}, runs)
+	if err := bench.Table(w, []string{"RUN", "SEED", "FAULTS", "DESTRUCTIVE ACTS", "VIOLATIONS", "CONVERGED (s)", "MEMBER STORM"}, runs); err != nil {
+		return err
+	}
+	// A storm the checker saw moves I4's bound (storm.go): each is named.
+	for _, res := range r.Runs {
+		if res.StormSeen != "" {
+			fmt.Fprintf(w, "run %d (seed %d): %s\n", res.Run, res.Seed, res.StormSeen)
+		}
+	}
+	return nil
 }
 
 func sum(m map[Kind]int) int {

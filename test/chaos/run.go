@@ -36,6 +36,9 @@ type RunResult struct {
 	// ControlPlaneFaults are faults of a member's own control plane seen
 	// during the run (controlplane.go): named, never a verdict on fedfailover.
 	ControlPlaneFaults []string `json:"controlPlaneFaults,omitempty"`
+	// StormSeen is a storm the checker saw in a member's own reads, whose
+	// cooldown could move I4's bound (storm.go).
+	StormSeen string `json:"stormSeen,omitempty"`
 }
 
 // checkEvery is how often the checker samples the federation and reads
@@ -64,6 +67,7 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 	tr := NewTruth(start, c.topology)
 	c.fence.startRun(tr)
 	chk := NewChecker(tr, c.cfg.Bounds, c.baseline)
+	chk.WatchStorms(c.policyBaseline[livePolicy].NodeRecovery, c.topology)
 	res := &RunResult{Run: n, Seed: seed}
 
 	checkCtx, stopChecking := context.WithCancel(ctx)
@@ -82,7 +86,7 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 	}
 	faultsEnd := time.Now()
 	c.logf("    faults undone at +%.0fs; waiting for convergence (bound %s)", faultsEnd.Sub(start).Seconds(), c.cfg.Bounds.Converge)
-	convErr := until(ctx, c.cfg.Bounds.Converge, "convergence", c.tracedConvergence(faultsEnd))
+	convErr := c.awaitConvergence(ctx, chk, faultsEnd, res)
 	res.ConvergenceSeconds = time.Since(faultsEnd).Seconds()
 	stopChecking()
 	if err := <-checked; err != nil {
@@ -103,6 +107,33 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 	c.logf("    run %d: %d violations, converged in %s s, %d destructive acts", n, len(res.Violations),
 		convergedIn(res), len(res.Destructive))
 	return res, nil
+}
+
+// awaitConvergence waits for I4 until Converge after the last fault undone
+// or, when later, after the cooldown of the last storm the checker saw
+// (storm.go), noting such a storm in res.
+func (c *Campaign) awaitConvergence(ctx context.Context, chk *Checker, faultsEnd time.Time, res *RunResult) error {
+	deadline := faultsEnd.Add(c.cfg.Bounds.Converge)
+	cond := c.tracedConvergence(faultsEnd)
+	for {
+		err := until(ctx, time.Until(deadline), "convergence", cond)
+		held, seen := chk.StormHeld()
+		if seen != "" {
+			res.StormSeen = seen
+		}
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		later := held.Add(c.cfg.Bounds.Converge)
+		if !later.After(deadline) {
+			if seen != "" {
+				err = fmt.Errorf("%w; bound moved by a %s", err, seen)
+			}
+			return err
+		}
+		c.logf("    I4's bound moves to %s by a %s", later.Format("15:04:05"), seen)
+		deadline = later
+	}
 }
 
 // tracedConvergence is c.converged, logging what still differs every

@@ -252,6 +252,8 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 		// not the manager's. The lab's node monitor takes over for its
 		// own nodes (the power-offs below).
 		NoNodeLifecycle: true, SharedEtcd: o.sharedEtcd,
+		// The idle window profiles the first member (scale_idle.go).
+		Profiling: true,
 		// Many control planes share the machine's cores while they start.
 		StartTimeout: 3 * time.Minute,
 	}, b.progress)

@@ -115,6 +115,7 @@ func (b *scBench) idleLab(ctx context.Context, r *scResult) error {
 	if err != nil {
 		return err
 	}
+	diag := b.startIdleDiagnostics(ctx)
 	if err := sleepCtx(ctx, b.o.memberIdle); err != nil {
 		return err
 	}
@@ -122,10 +123,12 @@ func (b *scBench) idleLab(ctx context.Context, r *scResult) error {
 	if err != nil {
 		return err
 	}
+	r.IdleMember = diag.finish(ctx)
 	r.IdleLab = &c
 	r.IdleLoad1, _ = loadAvg()
-	b.progress("idle lab: per member %.2f%% of a core, %.0f MB RSS (max %.2f%%, %.0f MB); host %.2f%%, %.0f MB; load %.2f",
-		c.MemberMean.CPUPercent, c.MemberMean.RSSMB, c.MemberMax.CPUPercent, c.MemberMax.RSSMB, c.Host.CPUPercent, c.Host.RSSMB, r.IdleLoad1)
+	b.progress("idle lab: per member %.2f%% of a core, %.0f MB RSS (max %.2f%%, %.0f MB; by component %s); host %.2f%%, %.0f MB; load %.2f",
+		c.MemberMean.CPUPercent, c.MemberMean.RSSMB, c.MemberMax.CPUPercent, c.MemberMax.RSSMB, componentsLine(c.Components),
+		c.Host.CPUPercent, c.Host.RSSMB, r.IdleLoad1)
 	return nil
 }
 

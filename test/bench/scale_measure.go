@@ -43,6 +43,8 @@ type scResult struct {
 	// (what an idle member costs); IdleLoad1 the load average then.
 	IdleLab   *scRigCost `json:"idle_lab,omitempty"`
 	IdleLoad1 float64    `json:"idle_load_average_1m"`
+	// IdleMember is what the first member did at rest (scale_idle.go).
+	IdleMember *scIdleMember `json:"idle_member,omitempty"`
 	// SteadyLab is the lab's and the bench's cost over the steady window,
 	// churn included; Churn what the churn driver did (from the settle to
 	// the end of the steady window); Validity the verdict on the window.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/fedfailover/fedfailover/test/lab"
@@ -233,6 +235,25 @@ func scLabCostTable(out io.Writer, r *scResult) error {
 		{"shared etcd", func(c *scRigCost) *scProcCost { return c.SharedEtcd }},
 		{"bench process", func(c *scRigCost) *scProcCost { return &c.Bench }},
 		{"all (rig)", func(c *scRigCost) *scProcCost { return &c.Rig }},
+	}
+	comps := map[string]bool{}
+	for _, c := range []*scRigCost{r.IdleLab, r.SteadyLab} {
+		if c != nil {
+			for k := range c.Components {
+				comps[k] = true
+			}
+		}
+	}
+	for _, comp := range slices.Sorted(maps.Keys(comps)) {
+		parts = append(parts, struct {
+			name string
+			pick func(*scRigCost) *scProcCost
+		}{"  its " + comp, func(c *scRigCost) *scProcCost {
+			if p, ok := c.Components[comp]; ok {
+				return &p
+			}
+			return nil
+		}})
 	}
 	var rows [][]string
 	for _, p := range parts {

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +61,9 @@ type scRigCost struct {
 	MemberMean scProcCost            `json:"member_mean"`
 	MemberMax  scProcCost            `json:"member_max"`
 	Members    map[string]scProcCost `json:"members"`
+	// Components splits MemberMean by component (etcd, kube-apiserver,
+	// ...): what one member's parts cost, on average over the members.
+	Components map[string]scProcCost `json:"member_components_mean,omitempty"`
 }
 
 // procSample is one process over a window.
@@ -73,7 +79,7 @@ func rigCost(samples []procSample, bench procSample, secs float64, sharedEtcd bo
 	cost := func(s procSample) scProcCost {
 		return scProcCost{CPUPercent: CPUPercent(s.cpu0.Seconds(), s.cpu1.Seconds(), secs), RSSMB: mb(float64(s.rss))}
 	}
-	r := scRigCost{Seconds: round1(secs), Bench: cost(bench), Members: map[string]scProcCost{}}
+	r := scRigCost{Seconds: round1(secs), Bench: cost(bench), Members: map[string]scProcCost{}, Components: map[string]scProcCost{}}
 	r.Rig = r.Bench
 	for _, s := range samples {
 		c := cost(s)
@@ -90,6 +96,9 @@ func rigCost(samples []procSample, bench procSample, secs float64, sharedEtcd bo
 			m := r.Members[s.cluster]
 			m.add(c)
 			r.Members[s.cluster] = m
+			p := r.Components[s.component]
+			p.add(c)
+			r.Components[s.component] = p
 		}
 	}
 	for _, m := range r.Members {
@@ -100,6 +109,11 @@ func rigCost(samples []procSample, bench procSample, secs float64, sharedEtcd bo
 	if n := float64(len(r.Members)); n > 0 {
 		r.MemberMean.CPUPercent /= n
 		r.MemberMean.RSSMB /= n
+		for k, p := range r.Components {
+			p.CPUPercent /= n
+			p.RSSMB /= n
+			r.Components[k] = p
+		}
 	}
 	roundCost(&r.Rig)
 	roundCost(&r.Bench)
@@ -113,7 +127,22 @@ func rigCost(samples []procSample, bench procSample, secs float64, sharedEtcd bo
 		roundCost(&m)
 		r.Members[k] = m
 	}
+	for k, p := range r.Components {
+		roundCost(&p)
+		r.Components[k] = p
+	}
 	return r
+}
+
+// componentsLine prints a member's cost by component, costliest first.
+func componentsLine(comps map[string]scProcCost) string {
+	names := slices.Collect(maps.Keys(comps))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(comps[b].CPUPercent, comps[a].CPUPercent) })
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.2f%% / %.0f MB", n, comps[n].CPUPercent, comps[n].RSSMB))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func roundCost(c *scProcCost) { c.CPUPercent, c.RSSMB = round3(c.CPUPercent), round1(c.RSSMB) }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,6 +121,9 @@ func TestRigCostByPart(t *testing.T) {
 	}
 	if c.Rig.CPUPercent != 26 || c.Bench.CPUPercent != 3 {
 		t.Errorf("rig %+v bench %+v: the rig is every lab process plus the bench", c.Rig, c.Bench)
+	}
+	if api, kcm := c.Components[lab.CompAPIServer], c.Components[lab.CompKCM]; api.CPUPercent != 3 || api.RSSMB != 250 || kcm.CPUPercent != 1 || len(c.Components) != 2 {
+		t.Errorf("components %+v: want the members' API servers at 3 %% / 250 MB and controller-managers at 1 %% on average, the host's left out", c.Components)
 	}
 	own := rigCost(samples, bench, 100, false)
 	if own.SharedEtcd != nil || own.Host.CPUPercent != 15 {
@@ -268,5 +272,31 @@ func TestReportOfAnInvalidRun(t *testing.T) {
 	}
 	if testing.Verbose() {
 		t.Log("\n" + text)
+	}
+}
+
+// The idle diagnostics' rates: per label values, the growth over the
+// window, highest first; counters that did not move are left out.
+func TestCounterRatesByLabels(t *testing.T) {
+	before := `# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",resource="pods",subresource="",verb="LIST"} 10
+apiserver_request_total{code="200",resource="leases",subresource="",verb="PUT"} 100
+apiserver_request_total{code="409",resource="leases",subresource="",verb="PUT"} 1
+apiserver_request_total{code="200",resource="nodes",subresource="status",verb="PATCH"} 5
+`
+	after := `# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",resource="pods",subresource="",verb="LIST"} 10
+apiserver_request_total{code="200",resource="leases",subresource="",verb="PUT"} 130
+apiserver_request_total{code="409",resource="leases",subresource="",verb="PUT"} 11
+apiserver_request_total{code="200",resource="nodes",subresource="status",verb="PATCH"} 25
+apiserver_request_total{code="200",resource="events",subresource="",verb="POST"} 4
+`
+	got := counterRates(before, after, "apiserver_request_total", 10, "verb", "resource", "subresource")
+	want := []scRate{{"PUT leases", 4}, {"PATCH nodes status", 2}, {"POST events", 0.4}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rates %v, want %v", got, want)
+	}
+	if line := ratesLine(got, 2); line != "PUT leases 4.00/s, PATCH nodes status 2.00/s" {
+		t.Fatalf("line %q", line)
 	}
 }

@@ -34,6 +34,7 @@ func (l *Lab) etcdProc(c *ClusterState) *Proc {
 			// A lab loses nothing worth an fsync; it halves write latency.
 			"--unsafe-no-fsync=true",
 			"--quota-backend-bytes=4294967296", "--log-level=warn",
+			"--enable-pprof=" + strconv.FormatBool(l.opts.Profiling),
 		},
 	}
 }
@@ -63,7 +64,7 @@ func (l *Lab) apiserverProc(c *ClusterState) *Proc {
 			"--default-not-ready-toleration-seconds=" + tol,
 			"--default-unreachable-toleration-seconds=" + tol,
 			"--enable-priority-and-fairness=false",
-			"--profiling=false",
+			profilingFlag(l.opts.Profiling),
 		},
 	}
 	if l.opts.AuditLog {
@@ -113,7 +114,7 @@ func (l *Lab) kcmProc(c *ClusterState) *Proc {
 			"--node-monitor-period=2s",
 			"--node-monitor-grace-period=" + l.opts.NodeMonitorGracePeriod.String(),
 			"--terminated-pod-gc-threshold=100",
-			"--profiling=false",
+			profilingFlag(l.opts.Profiling),
 		},
 	}
 }
@@ -128,7 +129,7 @@ func (l *Lab) schedulerProc(c *ClusterState) *Proc {
 			"--authorization-kubeconfig=" + c.Kubeconfig,
 			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.SchedulerPort),
 			"--leader-elect=false",
-			"--profiling=false",
+			profilingFlag(l.opts.Profiling),
 		},
 	}
 }

@@ -81,6 +81,10 @@ type Options struct {
 	// SharedEtcd runs one etcd (the host's) for every cluster of the lab;
 	// each API server keeps its objects under its own --etcd-prefix.
 	SharedEtcd bool `json:"sharedEtcd,omitempty"`
+	// Profiling has every control-plane component serve its pprof
+	// endpoints (ComponentProfile): the scale benchmark's look at what a
+	// member costs at rest.
+	Profiling bool `json:"profiling,omitempty"`
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any) `json:"-"`
 }

@@ -1,0 +1,98 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"k8s.io/client-go/rest"
+)
+
+// What a member's own control plane does at rest, for the scale
+// benchmark's rig (Options.Profiling): a CPU profile of each component and
+// the API server's request counters. The default lab serves no profiles.
+
+// profilingFlag is the Kubernetes components' --profiling.
+func profilingFlag(on bool) string { return "--profiling=" + strconv.FormatBool(on) }
+
+// ComponentProfile fetches a CPU profile over seconds from component of
+// cluster: CompAPIServer, CompKCM and CompScheduler serve it with the
+// cluster's admin credentials, CompEtcd over plain HTTP (shared or not).
+// It needs Options.Profiling.
+func (l *Lab) ComponentProfile(ctx context.Context, cluster, component string, seconds int) ([]byte, error) {
+	if !l.opts.Profiling {
+		return nil, fmt.Errorf("the lab serves no profiles: start it with Options.Profiling")
+	}
+	st, err := l.State()
+	if err != nil {
+		return nil, err
+	}
+	c := st.Cluster(cluster)
+	if c == nil {
+		return nil, fmt.Errorf("no cluster %q in the lab", cluster)
+	}
+	path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds)
+	switch component {
+	case CompEtcd:
+		return getBody(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d%s", c.EtcdPort, path))
+	case CompAPIServer:
+		return getBody(ctx, nil, apiURL(c.APIPort)+path, c)
+	case CompKCM:
+		return getBody(ctx, nil, fmt.Sprintf("https://127.0.0.1:%d%s", c.KCMPort, path), c)
+	case CompScheduler:
+		return getBody(ctx, nil, fmt.Sprintf("https://127.0.0.1:%d%s", c.SchedulerPort, path), c)
+	}
+	return nil, fmt.Errorf("no profile of component %q", component)
+}
+
+// APIServerMetrics returns the /metrics text of cluster's API server.
+func (l *Lab) APIServerMetrics(ctx context.Context, cluster string) (string, error) {
+	st, err := l.State()
+	if err != nil {
+		return "", err
+	}
+	c := st.Cluster(cluster)
+	if c == nil {
+		return "", fmt.Errorf("no cluster %q in the lab", cluster)
+	}
+	b, err := getBody(ctx, nil, apiURL(c.APIPort)+"/metrics", c)
+	return string(b), err
+}
+
+// getBody GETs url with hc, or, when as names a cluster, with its admin
+// client certificate and no check of the server's certificate (the
+// controller-manager's and scheduler's serving certificates are
+// self-signed; all of them listen on loopback only).
+func getBody(ctx context.Context, hc *http.Client, url string, as ...*ClusterState) ([]byte, error) {
+	if len(as) > 0 {
+		rc, err := restConfig(as[0])
+		if err != nil {
+			return nil, err
+		}
+		tc, err := rest.TLSConfigFor(rc)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs, tc.InsecureSkipVerify = nil, true //nolint:gosec // loopback lab component, self-signed
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %d %.200s", url, resp.StatusCode, body)
+	}
+	return body, nil
+}

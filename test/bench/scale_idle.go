@@ -122,7 +122,7 @@ func (d *idleDiagnostics) finish(ctx context.Context) *scIdleMember {
 }
 
 // saveLabProfile writes a lab component's profile to the profile folder
-// and returns its path and `go tool pprof -top`.
+// and returns its path and `go tool pprof -top -cum` (the call paths).
 func (b *scBench) saveLabProfile(ctx context.Context, tag, component string, data []byte) (string, string, error) {
 	dir, err := filepath.Abs(b.o.profileDir)
 	if err == nil {
@@ -136,7 +136,7 @@ func (b *scBench) saveLabProfile(ctx context.Context, tag, component string, dat
 		return "", "", err
 	}
 	bin := filepath.Join(b.l.Options().BinDir, component)
-	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=15", bin, path).CombinedOutput()
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-cum", "-nodecount=30", bin, path).CombinedOutput()
 	if err != nil {
 		return path, "", fmt.Errorf("go tool pprof %s: %w: %s", path, err, top)
 	}

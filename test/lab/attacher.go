@@ -126,6 +126,9 @@ func (l *Lab) attachOnce(ctx context.Context, st *State, c *ClusterState) error 
 	if p := st.Proc(c.Name + "/" + CompAPIServer); p == nil || procState(p.PID) != ProcRunning {
 		return nil // member API server down on purpose
 	}
+	if !l.attachDue(c.Name) {
+		return nil
+	}
 	cl, err := l.Client(c.Name)
 	if err != nil {
 		return err
@@ -175,6 +178,22 @@ func (l *Lab) attachOnce(ctx context.Context, st *State, c *ClusterState) error 
 		}
 	}
 	return l.markPodsAttached(ctx, cl, attached)
+}
+
+// attachDue says whether the attacher's pass over cluster is due
+// (Options.AttachEvery), and if so notes it.
+func (l *Lab) attachDue(cluster string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if last, ok := l.lastAttach[cluster]; ok && now.Sub(last) < l.opts.AttachEvery {
+		return false
+	}
+	if l.lastAttach == nil {
+		l.lastAttach = map[string]time.Time{}
+	}
+	l.lastAttach[cluster] = now
+	return true
 }
 
 // markPodsAttached annotates pending PVC pods whose volumes are all attached

@@ -366,8 +366,10 @@ func (l *Lab) syncMachines(ctx context.Context, st *State) error {
 		if err != nil {
 			return err
 		}
+		// Only kwok-run nodes have Machines: static bulk nodes (thousands in
+		// a scale lab) are left out by the API server, not sent each pass.
 		nodes := &corev1.NodeList{}
-		if err := member.List(ctx, nodes); err != nil {
+		if err := member.List(ctx, nodes, notStaticNodes); err != nil {
 			continue // a stopped member API server is a legitimate lab state
 		}
 		byName := map[string]*corev1.Node{}

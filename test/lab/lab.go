@@ -81,6 +81,12 @@ type Options struct {
 	// SharedEtcd runs one etcd (the host's) for every cluster of the lab;
 	// each API server keeps its objects under its own --etcd-prefix.
 	SharedEtcd bool `json:"sharedEtcd,omitempty"`
+	// AttachEvery is how often the lab's attacher lists a member's
+	// VolumeAttachments (default: every pass of the lab's controllers,
+	// 500 ms). The API server cannot filter them by node, so a scale lab
+	// with thousands of static ones (attached once, AttachStaticVolumes)
+	// lists them less often: each list sends every one of them.
+	AttachEvery time.Duration `json:"attachEvery,omitempty"`
 	// Profiling has every control-plane component serve its pprof
 	// endpoints (ComponentProfile): the scale benchmark's look at what a
 	// member costs at rest.
@@ -175,6 +181,9 @@ type Lab struct {
 	// <cluster>/<node>.
 	leases      map[string]leaseSighting
 	lastMonitor time.Time
+	// lastAttach is when the attacher last listed each member's
+	// VolumeAttachments (AttachEvery).
+	lastAttach map[string]time.Time
 
 	bgCancel context.CancelFunc
 	bgDone   sync.WaitGroup

@@ -10,6 +10,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -26,6 +28,18 @@ import (
 // StaticDomain is the failure-domain label of static bulk nodes: no kwok
 // process selects it.
 const StaticDomain = "static"
+
+// notStaticNodes selects the nodes that are not static bulk.
+var notStaticNodes = client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(nil).Add(
+	mustRequirement(FailureDomainLabel, selection.NotEquals, []string{StaticDomain}))}
+
+func mustRequirement(key string, op selection.Operator, vals []string) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, vals)
+	if err != nil {
+		panic(err)
+	}
+	return *r
+}
 
 // errNeedsNoNodeLifecycle refuses static bulk on a lab whose
 // node-lifecycle controller would mark it NotReady.

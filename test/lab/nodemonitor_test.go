@@ -178,3 +178,19 @@ func TestSharedEtcdCannotFailAlone(t *testing.T) {
 		t.Errorf("starting one cluster's etcd in a shared-etcd lab: %v", err)
 	}
 }
+
+// The attacher lists a member's VolumeAttachments at most once per
+// AttachEvery, each member on its own clock; by default on every pass.
+func TestAttachDueOncePerPeriod(t *testing.T) {
+	l := &Lab{opts: Options{AttachEvery: time.Hour}}
+	if !l.attachDue("member1") || l.attachDue("member1") {
+		t.Error("member1: want a first pass due and the next one not within the period")
+	}
+	if !l.attachDue("member2") {
+		t.Error("member2: its first pass is due whatever member1 did")
+	}
+	every := &Lab{}
+	if !every.attachDue("member1") || !every.attachDue("member1") {
+		t.Error("without AttachEvery every pass is due")
+	}
+}

@@ -80,6 +80,18 @@ func TestStaticBulkIsWrittenOnce(t *testing.T) {
 		}
 		rv[name] = n.ResourceVersion
 	}
+	// The lab's own controllers list only the nodes that are not static.
+	labNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "member1-node-1", Labels: map[string]string{FailureDomainLabel: "member1-zone-a"}}}
+	if err := cl.Create(ctx, labNode); err != nil {
+		t.Fatal(err)
+	}
+	var listed corev1.NodeList
+	if err := cl.List(ctx, &listed, notStaticNodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Items) != 1 || listed.Items[0].Name != labNode.Name {
+		t.Errorf("nodes that are not static: %d listed, want only %s", len(listed.Items), labNode.Name)
+	}
 	if _, err := l.AddStaticNodes(ctx, "member1", 3, true); err != nil {
 		t.Fatalf("adding the same static nodes again: %v", err)
 	}

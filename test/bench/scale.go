@@ -259,6 +259,8 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 		// attacher then only serves the lab nodes, whose attach times
 		// the benchmark does not measure.
 		AttachEvery: scAttachEvery,
+		// Each lab node's kwok follows its own pods, not the bulk.
+		KwokSingleNode: true,
 		// Many control planes share the machine's cores while they start.
 		StartTimeout: 3 * time.Minute,
 	}, b.progress)

@@ -87,6 +87,14 @@ type Options struct {
 	// with thousands of static ones (attached once, AttachStaticVolumes)
 	// lists them less often: each list sends every one of them.
 	AttachEvery time.Duration `json:"attachEvery,omitempty"`
+	// KwokSingleNode runs each lab node's kwok with --manage-single-node:
+	// its pod watch then carries the node's name and the API server sends
+	// it that node's pods only. Without it (the default, what the e2e
+	// tests and the fault campaign have run on) each kwok process selects
+	// its node by label and watches every scheduled pod of the member:
+	// with tens of thousands of static pods, each lab node's kwok holds
+	// and follows all of them.
+	KwokSingleNode bool `json:"kwokSingleNode,omitempty"`
 	// Profiling has every control-plane component serve its pprof
 	// endpoints (ComponentProfile): the scale benchmark's look at what a
 	// member costs at rest.

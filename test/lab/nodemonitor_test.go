@@ -194,3 +194,13 @@ func TestAttachDueOncePerPeriod(t *testing.T) {
 		t.Error("without AttachEvery every pass is due")
 	}
 }
+
+// A lab node's kwok selects its node by label, or by name with
+// KwokSingleNode (its pod watch then carries the node's name).
+func TestKwokManagesItsNode(t *testing.T) {
+	byLabel := (&Lab{}).kwokManages("member1-node-1")
+	byName := (&Lab{opts: Options{KwokSingleNode: true}}).kwokManages("member1-node-1")
+	if byLabel != "--manage-nodes-with-label-selector="+FailureDomainLabel+"=member1-node-1" || byName != "--manage-single-node=member1-node-1" {
+		t.Errorf("kwok flags %q and %q", byLabel, byName)
+	}
+}

@@ -39,12 +39,23 @@ func (l *Lab) kwokProc(c *ClusterState, node string, idx int) *Proc {
 		Args: []string{
 			"--kubeconfig=" + c.Kubeconfig,
 			"--config=" + l.stagesFile(c),
-			"--manage-nodes-with-label-selector=" + FailureDomainLabel + "=" + node,
+			l.kwokManages(node),
 			"--node-lease-duration-seconds=" + strconv.Itoa(l.opts.NodeLeaseSeconds),
 			fmt.Sprintf("--cidr=10.%d.%d.0/24", c.Index, idx),
 			fmt.Sprintf("--node-ip=192.168.%d.%d", c.Index, idx),
 		},
 	}
+}
+
+// kwokManages is the kwok flag that picks the node a kwok process plays:
+// its failure-domain label, or (KwokSingleNode) its name, with which kwok
+// also watches only that node's pods and Lease instead of every scheduled
+// pod of the member.
+func (l *Lab) kwokManages(node string) string {
+	if l.opts.KwokSingleNode {
+		return "--manage-single-node=" + node
+	}
+	return "--manage-nodes-with-label-selector=" + FailureDomainLabel + "=" + node
 }
 
 // nodeObject is a kwok node as a kubelet would register it.

@@ -25,13 +25,9 @@ func (l *Lab) ComponentProfile(ctx context.Context, cluster, component string, s
 	if !l.opts.Profiling {
 		return nil, fmt.Errorf("the lab serves no profiles: start it with Options.Profiling")
 	}
-	st, err := l.State()
+	c, err := l.clusterState(cluster)
 	if err != nil {
 		return nil, err
-	}
-	c := st.Cluster(cluster)
-	if c == nil {
-		return nil, fmt.Errorf("no cluster %q in the lab", cluster)
 	}
 	path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds)
 	switch component {
@@ -49,13 +45,9 @@ func (l *Lab) ComponentProfile(ctx context.Context, cluster, component string, s
 
 // APIServerMetrics returns the /metrics text of cluster's API server.
 func (l *Lab) APIServerMetrics(ctx context.Context, cluster string) (string, error) {
-	st, err := l.State()
+	c, err := l.clusterState(cluster)
 	if err != nil {
 		return "", err
-	}
-	c := st.Cluster(cluster)
-	if c == nil {
-		return "", fmt.Errorf("no cluster %q in the lab", cluster)
 	}
 	b, err := getBody(ctx, nil, apiURL(c.APIPort)+"/metrics", c)
 	return string(b), err

@@ -31,6 +31,8 @@ type scResult struct {
 	// The rig: static bulk (always), one etcd for every cluster or not.
 	StaticBulk bool `json:"static_bulk"`
 	SharedEtcd bool `json:"shared_etcd"`
+	// BulkViaEtcd: the static bulk was written into the members' etcd.
+	BulkViaEtcd bool `json:"bulk_via_etcd"`
 	// The lab as measured: seconds to create the bulk objects, RSP pods
 	// Running, bulk pods not Running and bulk VolumeAttachments attached
 	// when the measurement began.
@@ -207,7 +209,7 @@ func mb(bytes float64) float64 { return round1(bytes / (1 << 20)) }
 
 func (b *scBench) newResult() *scResult {
 	r := &scResult{Members: b.o.members, NodesPerMem: b.o.nodes, PodsPerNode: b.o.podsPerNode,
-		PodsTotal: b.o.members * b.o.nodes * b.o.podsPerNode, RSPs: b.o.rsps, StaticBulk: true, SharedEtcd: b.o.sharedEtcd}
+		PodsTotal: b.o.members * b.o.nodes * b.o.podsPerNode, RSPs: b.o.rsps, StaticBulk: true, SharedEtcd: b.o.sharedEtcd, BulkViaEtcd: b.o.bulkViaEtcd}
 	r.VolumePods = (b.o.nodes*b.o.podsPerNode + scVolumeEvery - 1) / scVolumeEvery * b.o.members
 	return r
 }

@@ -60,8 +60,8 @@ func (b *scBench) report(r *scResult) error {
 	t := scTargets(r)
 	out := b.out
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "scale benchmark: %d members x %d nodes x %d pods (%d pods, %d with RWO volumes), %d RSPs; static bulk, no node-lifecycle controller, shared etcd: %t; the manager binary as its own process\n",
-		r.Members, r.NodesPerMem, r.PodsPerNode, r.PodsTotal, r.VolumePods, r.RSPs, r.SharedEtcd)
+	fmt.Fprintf(out, "scale benchmark: %d members x %d nodes x %d pods (%d pods, %d with RWO volumes), %d RSPs; static bulk (written into etcd: %t), no node-lifecycle controller, shared etcd: %t; the manager binary as its own process\n",
+		r.Members, r.NodesPerMem, r.PodsPerNode, r.PodsTotal, r.VolumePods, r.RSPs, r.BulkViaEtcd, r.SharedEtcd)
 	fmt.Fprintf(out, "lab: bulk objects created in %.0fs; when the manager started, %d of %d RSP pods Running, %d bulk pods not Running, %d of %d bulk VolumeAttachments attached\n",
 		r.PopulateSeconds, r.RSPPodsRunning, r.RSPs*r.Members, r.BulkPodsNotRunning, r.VolumesAttached, r.VolumePods)
 	if c := r.Churn; c != nil {

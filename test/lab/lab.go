@@ -87,6 +87,11 @@ type Options struct {
 	// with thousands of static ones (attached once, AttachStaticVolumes)
 	// lists them less often: each list sends every one of them.
 	AttachEvery time.Duration `json:"attachEvery,omitempty"`
+	// BulkViaEtcd has AddStaticNodes and CreateStaticPods write the static
+	// bulk straight into each member's etcd, as its API server stores it
+	// (etcdbulk.go), instead of through the API server: minutes instead
+	// of an hour for hundreds of thousands of pods.
+	BulkViaEtcd bool `json:"bulkViaEtcd,omitempty"`
 	// KwokSingleNode runs each lab node's kwok with --manage-single-node:
 	// its pod watch then carries the node's name and the API server sends
 	// it that node's pods only. Without it (the default, what the e2e

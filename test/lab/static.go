@@ -63,12 +63,22 @@ func (l *Lab) AddStaticNodes(ctx context.Context, cluster string, count int, uns
 	for i := range names {
 		names[i] = fmt.Sprintf("%s-bulk-%d", cluster, i)
 	}
+	var direct *etcdBulk
+	if l.opts.BulkViaEtcd {
+		if direct, err = l.etcdBulk(cluster); err != nil {
+			return nil, err
+		}
+		defer direct.close()
+	}
 	err = forEachParallel(ctx, indexes(count), 16, func(ctx context.Context, i int) error {
 		node := l.nodeObject(c, NodeState{Name: names[i], Zone: c.Name + "-bulk"})
 		node.Labels[FailureDomainLabel] = StaticDomain
 		delete(node.Annotations, "kwok.x-k8s.io/node")
 		node.Spec.Unschedulable = unschedulable
 		status := staticNodeStatus(node.Status, fmt.Sprintf("192.168.%d.%d", 100+c.Index, i%250), metav1.Now())
+		if direct != nil {
+			return direct.node(ctx, node, status)
+		}
 		node.Status = corev1.NodeStatus{}
 		if err := createIgnoreExists(ctx, cl, node); err != nil {
 			return fmt.Errorf("%s: create node %s: %w", cluster, node.Name, err)
@@ -170,22 +180,36 @@ func (l *Lab) CreateStaticPods(ctx context.Context, cluster, ns string, nodes []
 	if err := createIgnoreExists(ctx, cl, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
+	var direct *etcdBulk
+	if l.opts.BulkViaEtcd {
+		if direct, err = l.etcdBulk(cluster); err != nil {
+			return err
+		}
+		defer direct.close()
+	}
 	return forEachParallel(ctx, indexes(len(nodes)*perNode), 32, func(ctx context.Context, k int) error {
 		node := nodes[k/perNode]
 		pod := scalePod(ns, ScalePodName(node, k%perNode), node)
+		var pv *corev1.PersistentVolume
+		var pvc *corev1.PersistentVolumeClaim
 		if IsVolumePod(k, volumeEvery) {
 			claim := pod.Name
-			pv := PersistentVolume("pv-"+ns+"-"+claim, ns, claim, "1Gi")
-			if err := createIgnoreExists(ctx, cl, pv); err != nil {
-				return fmt.Errorf("create PV %s: %w", pv.Name, err)
-			}
-			if err := createIgnoreExists(ctx, cl, PersistentVolumeClaim(ns, claim, pv.Name, "1Gi")); err != nil {
-				return fmt.Errorf("create PVC %s/%s: %w", ns, claim, err)
-			}
+			pv, pvc = PersistentVolume("pv-"+ns+"-"+claim, ns, claim, "1Gi"), PersistentVolumeClaim(ns, claim, "pv-"+ns+"-"+claim, "1Gi")
 			pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
 			}}}
 			pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		}
+		if direct != nil {
+			return direct.pod(ctx, pod, StaticPodIP(c.Index, k), pv, pvc)
+		}
+		if pv != nil {
+			if err := createIgnoreExists(ctx, cl, pv); err != nil {
+				return fmt.Errorf("create PV %s: %w", pv.Name, err)
+			}
+			if err := createIgnoreExists(ctx, cl, pvc); err != nil {
+				return fmt.Errorf("create PVC %s/%s: %w", ns, pvc.Name, err)
+			}
 		}
 		if err := CreateStaticPod(ctx, cl, pod, StaticPodIP(c.Index, k)); err != nil {
 			return fmt.Errorf("%s: %w", cluster, err)

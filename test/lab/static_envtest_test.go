@@ -3,8 +3,10 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,7 +37,11 @@ func envtestMember(t *testing.T, o Options) (*Lab, client.Client) {
 	}
 	dir := t.TempDir()
 	o.Members, o.NodeCPU, o.NodeMemory, o.NodePods = 1, "4", "16Gi", "110"
-	member := &ClusterState{Name: "member1", Role: RoleMember, Index: 1, Dir: dir,
+	etcdPort, err := strconv.Atoi(env.ControlPlane.Etcd.URL.Port())
+	if err != nil {
+		t.Fatalf("envtest's etcd URL %s: %v", env.ControlPlane.Etcd.URL, err)
+	}
+	member := &ClusterState{Name: "member1", Role: RoleMember, Index: 1, Dir: dir, EtcdPort: etcdPort,
 		Nodes: []NodeState{{Name: "member1-node-1", Zone: "member1-zone-a"}}}
 	st := &State{Dir: dir, Options: o, Clusters: []*ClusterState{{Name: HostName, Role: RoleHost, Dir: dir}, member},
 		Procs: []*Proc{{Component: CompAPIServer, Cluster: "member1", PID: os.Getpid()}}}
@@ -58,9 +64,16 @@ func TestStaticBulkNeedsNoNodeLifecycle(t *testing.T) {
 
 // Static bulk objects are written once: Ready nodes, Running and Ready
 // pods, created again without a write; a status report moves only the
-// heartbeat.
+// heartbeat. Written through the API server or straight into etcd
+// (BulkViaEtcd), a client reads the same objects.
 func TestStaticBulkIsWrittenOnce(t *testing.T) {
-	l, cl := envtestMember(t, Options{NoNodeLifecycle: true})
+	for _, viaEtcd := range []bool{false, true} {
+		t.Run(fmt.Sprintf("viaEtcd=%t", viaEtcd), func(t *testing.T) { testStaticBulk(t, viaEtcd) })
+	}
+}
+
+func testStaticBulk(t *testing.T, viaEtcd bool) {
+	l, cl := envtestMember(t, Options{NoNodeLifecycle: true, BulkViaEtcd: viaEtcd})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	names, err := l.AddStaticNodes(ctx, "member1", 3, true)
@@ -77,6 +90,14 @@ func TestStaticBulkIsWrittenOnce(t *testing.T) {
 			n.Status.Allocatable.Cpu().String() != "4" {
 			t.Errorf("node %s: Ready %s, unschedulable %t, domain %q, allocatable cpu %s", name, NodeReadyStatus(n),
 				n.Spec.Unschedulable, n.Labels[FailureDomainLabel], n.Status.Allocatable.Cpu())
+		}
+		// What the API server adds on create: a uid, the not-ready taint
+		// (TaintNodesByCondition), a managedFields entry with a time.
+		notReady := slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool {
+			return x.Key == corev1.TaintNodeNotReady && x.Effect == corev1.TaintEffectNoSchedule
+		})
+		if n.UID == "" || !notReady || len(n.ManagedFields) == 0 || n.ManagedFields[0].Time == nil {
+			t.Errorf("node %s: uid %q, taints %v, managedFields %v", name, n.UID, n.Spec.Taints, n.ManagedFields)
 		}
 		rv[name] = n.ResourceVersion
 	}
@@ -127,8 +148,26 @@ func TestStaticBulkIsWrittenOnce(t *testing.T) {
 		if p.Status.Phase != corev1.PodRunning || !ready || p.Spec.NodeName == "" || p.Status.PodIP == "" {
 			t.Errorf("pod %s: phase %s, ready %t, node %q, IP %q", p.Name, p.Status.Phase, ready, p.Spec.NodeName, p.Status.PodIP)
 		}
+		// The API server's QoS class, and its defaults applied on read.
+		if p.UID == "" || p.Status.QOSClass != corev1.PodQOSBurstable || p.Spec.RestartPolicy != corev1.RestartPolicyAlways ||
+			p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+			t.Errorf("pod %s: uid %q, QoS %q, restartPolicy %q, scheduler %q", p.Name, p.UID, p.Status.QOSClass, p.Spec.RestartPolicy, p.Spec.SchedulerName)
+		}
 		if len(p.Spec.Volumes) > 0 {
 			claims++
+			if viaEtcd { // through the API server, binding is kube-controller-manager's, absent here
+				pvc := &corev1.PersistentVolumeClaim{}
+				if err := cl.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName}, pvc); err != nil {
+					t.Fatal(err)
+				}
+				pv := &corev1.PersistentVolume{}
+				if err := cl.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+					t.Fatal(err)
+				}
+				if pvc.Status.Phase != corev1.ClaimBound || pv.Status.Phase != corev1.VolumeBound || pv.Spec.ClaimRef.UID != pvc.UID {
+					t.Errorf("claim %s %s, volume %s %s bound to uid %s (claim's %s)", pvc.Name, pvc.Status.Phase, pv.Name, pv.Status.Phase, pv.Spec.ClaimRef.UID, pvc.UID)
+				}
+			}
 		}
 	}
 	if claims != 2 {

@@ -287,7 +287,8 @@ bench-recovery: $(LAB_TOOLS) ## Node recovery, Evidence and NotReady detection s
 	$(call step,node recovery benchmark)
 	@$(BIN)/fedfailover-bench recovery $(BENCH_ARGS)
 
-# Sizes run by bench-scale: goal (3 x 2,000 x 10, 500 RSPs) and members (20 x 100 x 10).
+# Sizes run by bench-scale: goal (3 x 2,000 x 10, 500 RSPs) and members (20 x 100 x 10);
+# SCALE_SIZES=sharded runs 10 x 5,000 x 10 with three sharded manager replicas.
 SCALE_SIZES ?= goal members
 
 .PHONY: bench-scale

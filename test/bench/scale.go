@@ -41,10 +41,12 @@ const (
 
 // Targets (issues 15 and 30).
 const (
-	scTargetSyncS      = 60.0
-	scTargetRSSMB      = 300.0
-	scTargetCPUPercent = 2.0
-	scTargetDecisionS  = 1.0
+	scTargetSyncS = 60.0
+	scTargetRSSMB = 300.0
+	// scTargetReplicaRSSMB is each sharded replica's, at 10 x 5,000 x 10.
+	scTargetReplicaRSSMB = 1024.0
+	scTargetCPUPercent   = 2.0
+	scTargetDecisionS    = 1.0
 )
 
 type scOptions struct {
@@ -55,6 +57,7 @@ type scOptions struct {
 	rsps         int
 	steady       time.Duration
 	memberIdle   time.Duration
+	replicas     int
 	sharedEtcd   bool
 	bulkViaEtcd  bool
 	churn        churnRates
@@ -72,9 +75,10 @@ type scOptions struct {
 
 // scSizes are the --size shortcuts: members × nodes × pods per node, RSPs.
 var scSizes = map[string]scOptions{
-	"goal":    {members: 3, nodes: 2000, podsPerNode: 10, rsps: 500, steady: 120 * time.Second, powerOffs: 10, exhaustRSPs: 50},
-	"members": {members: 20, nodes: 100, podsPerNode: 10, rsps: 500, steady: 120 * time.Second, powerOffs: 10, exhaustRSPs: 50},
-	"small":   {members: 2, nodes: 50, podsPerNode: 10, rsps: 20, steady: 30 * time.Second, powerOffs: 2, exhaustRSPs: 5},
+	"goal":    {members: 3, nodes: 2000, podsPerNode: 10, rsps: 500, replicas: 1, steady: 120 * time.Second, powerOffs: 10, exhaustRSPs: 50},
+	"members": {members: 20, nodes: 100, podsPerNode: 10, rsps: 500, replicas: 1, steady: 120 * time.Second, powerOffs: 10, exhaustRSPs: 50},
+	"sharded": {members: 10, nodes: 5000, podsPerNode: 10, rsps: 500, replicas: 3, steady: 120 * time.Second, powerOffs: 10, exhaustRSPs: 50},
+	"small":   {members: 2, nodes: 50, podsPerNode: 10, rsps: 20, replicas: 1, steady: 30 * time.Second, powerOffs: 2, exhaustRSPs: 5},
 }
 
 func scaleCmd() *cobra.Command {
@@ -151,7 +155,8 @@ there too (<size>-manager.log).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.size, "size", "small", "goal (3 x 2,000 x 10, 500 RSPs), members (20 x 100 x 10) or small (2 x 50 x 10); other flags override it")
+	f.StringVar(&o.size, "size", "small", "goal (3 x 2,000 x 10, 500 RSPs), members (20 x 100 x 10), sharded (10 x 5,000 x 10, 3 replicas) or small (2 x 50 x 10); other flags override it")
+	f.IntVar(&o.replicas, "replicas", 0, "manager replicas; above 1 they run sharded (--shard --sharded-rebalance) and the memory figures are the largest replica's, CPU and requests the replicas' sums (default: the size's)")
 	f.IntVar(&o.members, "members", 0, "member clusters")
 	f.IntVar(&o.nodes, "nodes", 0, "static bulk nodes per member")
 	f.IntVar(&o.podsPerNode, "pods-per-node", 0, "static pods bound to each bulk node")
@@ -180,7 +185,7 @@ there too (<size>-manager.log).`,
 func (o *scOptions) resolve(cmd *cobra.Command) error {
 	def, ok := scSizes[o.size]
 	if !ok {
-		return fmt.Errorf("--size must be goal, members or small, got %q", o.size)
+		return fmt.Errorf("--size must be goal, members, sharded or small, got %q", o.size)
 	}
 	set := func(name string, v *int, d int) {
 		if !cmd.Flags().Changed(name) {
@@ -193,6 +198,7 @@ func (o *scOptions) resolve(cmd *cobra.Command) error {
 	set("rsps", &o.rsps, def.rsps)
 	set("power-offs", &o.powerOffs, def.powerOffs)
 	set("exhaust-rsps", &o.exhaustRSPs, def.exhaustRSPs)
+	set("replicas", &o.replicas, def.replicas)
 	if !cmd.Flags().Changed("steady") {
 		o.steady = def.steady
 	}
@@ -202,6 +208,8 @@ func (o *scOptions) resolve(cmd *cobra.Command) error {
 	switch {
 	case o.members < 1 || o.nodes < 1 || o.podsPerNode < 0 || o.rsps < 1:
 		return fmt.Errorf("members, nodes and rsps must be positive")
+	case o.replicas < 1 || o.replicas > o.members:
+		return fmt.Errorf("--replicas must be from 1 to --members (%d), got %d", o.members, o.replicas)
 	case o.churn.NodeStatusEvery < 0 || o.churn.PodPercentPerMin < 0 || o.churn.ScalePerMin < 0 || o.memberIdle < 0 || o.quietWait < 0:
 		return fmt.Errorf("churn rates, --member-idle and --quiet-wait must not be negative")
 	case o.exhaustRSPs > o.rsps:

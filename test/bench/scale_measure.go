@@ -76,6 +76,14 @@ type scResult struct {
 
 	Taint *scLatency `json:"evidence_to_taint"`
 	Shift *scLatency `json:"exhaustion_to_rsp_shift"`
+	// Sharded (--replicas above 1): each replica's figures (the manager's
+	// figures above are the largest replica's memory and the replicas'
+	// summed CPU and requests), the taint latencies by the role of the
+	// replica holding the node's member, and that role for the exhausted
+	// member.
+	Replicas      []scReplica           `json:"replicas,omitempty"`
+	TaintByHolder map[string]*scLatency `json:"evidence_to_taint_by_holder,omitempty"`
+	ShiftHolder   string                `json:"exhaustion_member_holder,omitempty"`
 
 	Profiles []string `json:"profiles,omitempty"`
 }
@@ -104,13 +112,19 @@ func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
 
 // scManager is the manager process under measurement and how to reach it.
 type scManager struct {
+	name    string // manager, or replica-<i> when sharded
 	p       *managerproc.Process
 	metrics string // http://127.0.0.1:PORT/metrics
 	pprof   string // http://127.0.0.1:PORT/debug/pprof
 	bin     string
+	peak    float64 // highest RSS sampled, MB
 }
 
-func (b *scBench) startManager() (*scManager, error) {
+// scStopGrace is how long a manager gets to stop.
+const scStopGrace = 30 * time.Second
+
+// startManagers builds the manager binary and starts --replicas of it.
+func (b *scBench) startManagers() (scManagers, error) {
 	root, err := paths.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -121,6 +135,21 @@ func (b *scBench) startManager() (*scManager, error) {
 		return nil, err
 	}
 	ports := lab.NewPortAllocator()
+	var ms scManagers
+	for i := range b.o.replicas {
+		m, err := b.startManager(bin, ports, i)
+		if err != nil {
+			ms.stop(b)
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// startManager starts replica i of the manager binary bin.
+func (b *scBench) startManager(bin string, ports *lab.PortAllocator, i int) (*scManager, error) {
+	var err error
 	var pm [3]int
 	for i := range pm {
 		if pm[i], err = ports.Free(); err != nil {
@@ -139,6 +168,11 @@ func (b *scBench) startManager() (*scManager, error) {
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", pm[1]),
 		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pm[2]),
 	}
+	name := "manager"
+	if b.o.replicas > 1 {
+		name = fmt.Sprintf("replica-%d", i)
+		args = append(args, "--shard", "--sharded-rebalance")
+	}
 	// The log goes next to the profiles: the lab's folder is deleted at the
 	// end, and the log is what explains a figure.
 	logDir, err := filepath.Abs(b.o.profileDir)
@@ -148,13 +182,13 @@ func (b *scBench) startManager() (*scManager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the manager's log folder: %w", err)
 	}
-	logPath := filepath.Join(logDir, b.o.size+"-manager.log")
+	logPath := filepath.Join(logDir, b.o.size+"-"+name+".log")
 	p, err := managerproc.Start(managerproc.Options{Bin: bin, Args: args, Log: logPath})
 	if err != nil {
 		return nil, err
 	}
-	b.progress("manager log: %s", logPath)
-	return &scManager{p: p, bin: bin,
+	b.progress("%s log: %s", name, logPath)
+	return &scManager{name: name, p: p, bin: bin,
 		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", pm[0]),
 		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", pm[2])}, nil
 }
@@ -216,57 +250,43 @@ func (b *scBench) newResult() *scResult {
 
 // measure runs the manager and takes every figure.
 func (b *scBench) measure(ctx context.Context, r *scResult) error {
-	m, err := b.startManager()
+	ms, err := b.startManagers()
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := m.p.Stop(30 * time.Second); err != nil {
-			b.progress("stopping the manager: %v", err)
-		}
-	}()
+	defer ms.stop(b)
 	start := time.Now()
-	peak := 0.0
-	sampleRSS := func() float64 {
-		u, err := m.p.Sample()
-		if err != nil {
-			return 0
-		}
-		v := mb(float64(u.RSS))
-		peak = max(peak, v)
-		return v
-	}
-	b.progress("manager started (pid %d); waiting until it is connected to all %d members", m.p.PID(), b.o.members)
+	b.progress("%d manager process(es) started; waiting until all %d members are connected", len(ms), b.o.members)
 	lastReport := time.Now()
 	err = pollEvery(ctx, b.o.syncTimeout, 100*time.Millisecond, "every member connected", func(ctx context.Context) (bool, string, error) {
-		if done, err := m.p.Exited(); done {
-			return false, "", fmt.Errorf("manager exited: %w", err)
+		if err := ms.exited(); err != nil {
+			return false, "", err
 		}
-		rss := sampleRSS()
-		text, err := m.scrape(ctx)
+		rss := ms.sampleRSS()
+		texts, err := ms.scrapeAll(ctx)
 		if err != nil {
 			return false, err.Error(), nil //nolint:nilerr // not serving yet
 		}
-		n := connected(text)
+		n, shardWhy := ms.connectedAll(texts)
 		if r.BaseRSSMB == 0 && n == 0 {
 			r.BaseRSSMB = rss
 		}
 		if time.Since(lastReport) > 30*time.Second {
 			lastReport = time.Now()
-			b.progress("  %d/%d members connected after %s, RSS %.0f MB", n, b.o.members, time.Since(start).Round(time.Second), rss)
+			b.progress("  %d/%d members connected after %s, RSS %.0f MB (largest replica) %s", n, b.o.members, time.Since(start).Round(time.Second), rss, shardWhy)
 		}
-		return n == b.o.members, fmt.Sprintf("%d/%d connected, RSS %.0f MB", n, b.o.members, rss), nil
+		return n == b.o.members && shardWhy == "", fmt.Sprintf("%d/%d connected, RSS %.0f MB %s", n, b.o.members, rss, shardWhy), nil
 	})
 	if err != nil {
-		b.saveProfiles(ctx, m, r, "not-synced")
+		for _, m := range ms {
+			b.saveProfiles(ctx, m, r, ms.tag(m, "not-synced"))
+		}
 		return err
 	}
 	r.SyncSeconds = round1(time.Since(start).Seconds())
-	text, err := m.scrape(ctx)
-	if err != nil {
-		return err
-	}
-	r.RSSAfterSyncMB, r.HeapAfterSyncMB = sampleRSS(), mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
+	ms.replicaFigures(ctx, r, false)
+	r.RSSAfterSyncMB = largest(r.Replicas, func(x scReplica) float64 { return x.RSSAfterSyncMB })
+	r.HeapAfterSyncMB = largest(r.Replicas, func(x scReplica) float64 { return x.HeapAfterSyncMB })
 	plan := planChurn(b.o.churn, b.o.members*b.o.nodes, r.PodsTotal)
 	b.progress("all members connected in %.1fs: RSS %.0f MB, heap %.0f MB; churn on (%.2f node status/s, %.2f pods replaced/s, %.3f RSP scale events/s); settling %s",
 		r.SyncSeconds, r.RSSAfterSyncMB, r.HeapAfterSyncMB, plan.NodeStatusPerSecond, plan.PodReplacedPerSec, plan.ScaleEventsPerSec, b.o.settle)
@@ -279,7 +299,7 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 		err = b.waitQuiet(ctx)
 	}
 	if err == nil {
-		err = b.steady(ctx, m, r)
+		err = b.steady(ctx, ms, r)
 	}
 	res := churn.finish()
 	r.Churn = &res
@@ -294,25 +314,31 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 	} else {
 		b.progress("steady window INVALID: %s", strings.Join(r.Validity.Reasons, "; "))
 	}
-	r.RSSAfterSteadyMB = sampleRSS()
-	if text, err = m.scrape(ctx); err == nil {
-		r.HeapAfterSteady = mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
+	ms.replicaFigures(ctx, r, true)
+	r.RSSAfterSteadyMB = largest(r.Replicas, func(x scReplica) float64 { return x.RSSAfterSteadyMB })
+	r.HeapAfterSteady = largest(r.Replicas, func(x scReplica) float64 { return x.HeapAfterSteady })
+	for _, m := range ms {
+		b.saveProfiles(ctx, m, r, ms.tag(m, "steady"))
 	}
-	b.saveProfiles(ctx, m, r, "steady")
 	if !r.Validity.Valid {
 		b.progress("skipping the decision latencies: the run is INVALID")
 		return nil
 	}
-	if r.Taint, err = b.powerOffs(ctx); err != nil {
+	holder, leader, err := ms.heldBy(ctx)
+	if err != nil {
+		return fmt.Errorf("which replica holds which member: %w", err)
+	}
+	role := func(member string) string { return ms.role(holder, leader, member) }
+	if r.Taint, r.TaintByHolder, err = b.powerOffs(ctx, role); err != nil {
 		return fmt.Errorf("taint latency: %w", err)
 	}
 	r.Taint.Basis = scTaintBasis
-	if r.Shift, err = b.exhaustion(ctx); err != nil {
+	if r.Shift, r.ShiftHolder, err = b.exhaustion(ctx, role); err != nil {
 		return fmt.Errorf("shift latency: %w", err)
 	}
 	r.Shift.Basis = scShiftBasis
-	sampleRSS()
-	r.PeakRSSMB = peak
+	ms.replicaFigures(ctx, r, true)
+	r.PeakRSSMB = largest(r.Replicas, func(x scReplica) float64 { return x.PeakRSSMB })
 	return nil
 }
 
@@ -356,7 +382,7 @@ func (b *scBench) hostLeaseUpdates(ctx context.Context) (float64, error) {
 }
 
 // steady measures CPU and API requests over the steady window.
-func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
+func (b *scBench) steady(ctx context.Context, ms scManagers, r *scResult) error {
 	hosts, err := b.apiHosts()
 	if err != nil {
 		return err
@@ -364,30 +390,36 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 	// The host's Lease count is read before the manager's counters at the
 	// start and after them at the end, so its window holds the manager's:
 	// every renewal the manager counted is in it.
-	read := func(leasesFirst bool) (s []Series, leases float64, cpu time.Duration, at time.Time, err error) {
+	// Every replica's counters together (RequestCounts sums equal label
+	// sets), and each replica's CPU.
+	read := func(leasesFirst bool) (s []Series, leases float64, cpu []time.Duration, at time.Time, err error) {
 		if leasesFirst {
 			if leases, err = b.hostLeaseUpdates(ctx); err != nil {
-				return nil, 0, 0, at, err
+				return nil, 0, nil, at, err
 			}
 		}
-		text, err := m.scrape(ctx)
-		if err != nil {
-			return nil, 0, 0, at, err
-		}
-		u, err := m.p.Sample()
-		if err != nil {
-			return nil, 0, 0, at, err
+		for _, m := range ms {
+			text, err := m.scrape(ctx)
+			if err != nil {
+				return nil, 0, nil, at, err
+			}
+			u, err := m.p.Sample()
+			if err != nil {
+				return nil, 0, nil, at, err
+			}
+			series, err := ParseMetric(text, "rest_client_requests_total")
+			if err != nil {
+				return nil, 0, nil, at, err
+			}
+			s, cpu = append(s, series...), append(cpu, u.CPU)
 		}
 		at = time.Now()
-		if s, err = ParseMetric(text, "rest_client_requests_total"); err != nil {
-			return nil, 0, 0, at, err
-		}
 		if !leasesFirst {
 			if leases, err = b.hostLeaseUpdates(ctx); err != nil {
-				return nil, 0, 0, at, err
+				return nil, 0, nil, at, err
 			}
 		}
-		return s, leases, u.CPU, at, nil
+		return s, leases, cpu, at, nil
 	}
 	b.progress("steady window: %s", b.o.steady)
 	w, err := b.startProcWindow()
@@ -404,7 +436,7 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 	}
 	var s1 []Series
 	var l1 float64
-	var c1 time.Duration
+	var c1 []time.Duration
 	var t1 time.Time
 	if err == nil {
 		s1, l1, c1, t1, err = read(false)
@@ -421,7 +453,15 @@ func (b *scBench) steady(ctx context.Context, m *scManager, r *scResult) error {
 	r.LoadAvg1, r.LoadAvg5 = loadAvg()
 	secs := t1.Sub(t0).Seconds()
 	r.SteadySeconds = round1(secs)
-	r.CPUPercent = round3(CPUPercent(c0.Seconds(), c1.Seconds(), secs))
+	cpu := 0.0
+	for i := range c1 {
+		c := round3(CPUPercent(c0[i].Seconds(), c1[i].Seconds(), secs))
+		if i < len(r.Replicas) {
+			r.Replicas[i].CPUPercent = c
+		}
+		cpu += c
+	}
+	r.CPUPercent = round3(cpu)
 	r.Requests = map[string]ReadWrite{}
 	for host, rw := range RequestRates(s0, s1, secs) {
 		name, ok := hosts[host]

@@ -123,3 +123,42 @@ func TestShiftClock(t *testing.T) {
 		t.Errorf("samples %v, missing %d; want [0.3] and web-1 missing", got, missing)
 	}
 }
+
+// A sharded run's memory target is each replica's 1 GiB at 10 x 5,000 x 10,
+// and its taint latencies are judged apart by the role of the replica that
+// held the node's member.
+func TestShardedRunTargetsEachReplica(t *testing.T) {
+	valid := scValidity{Valid: true}
+	sharded := &scResult{PodsTotal: 500000, Replicas: []scReplica{{Name: "replica-0"}, {Name: "replica-1"}, {Name: "replica-2"}},
+		RSSAfterSyncMB: 900, RSSAfterSteadyMB: 950, Validity: valid,
+		TaintByHolder: map[string]*scLatency{scHeldByLeader: latency([]float64{0.2}, 0), scHeldByNonLeader: latency([]float64{0.3, 2.5}, 0)}}
+	got := scTargets(sharded)
+	if got["rss"] != "PASS" || got["taint_held_by_leader"] != "PASS" || got["taint_held_by_non-leader"] != "MISS" {
+		t.Errorf("sharded targets %v: want rss PASS at 950 MB per replica, the leader's taints PASS, the others' MISS (2.5 s)", got)
+	}
+	single := &scResult{PodsTotal: 60000, RSSAfterSyncMB: 900, RSSAfterSteadyMB: 950, Validity: valid}
+	if got := scTargets(single); got["rss"] != "MISS" {
+		t.Errorf("one process at the goal size: rss %s, want MISS at 950 MB (target 300)", got["rss"])
+	}
+}
+
+// The role of a decision's member: the leader's, another replica's, or
+// none with one replica.
+func TestRoleOfTheHoldingReplica(t *testing.T) {
+	a, b := &scManager{name: "replica-0"}, &scManager{name: "replica-1"}
+	ms := scManagers{a, b}
+	holder := map[string]*scManager{"member1": a, "member2": b}
+	if got := ms.role(holder, a, "member1"); got != scHeldByLeader {
+		t.Errorf("member1 held by the leader: %q", got)
+	}
+	if got := ms.role(holder, a, "member2"); got != scHeldByNonLeader {
+		t.Errorf("member2 held by replica-1: %q", got)
+	}
+	if got := (scManagers{a}).role(holder, a, "member1"); got != "" {
+		t.Errorf("one replica: %q, want no role", got)
+	}
+	split := byRole(map[string][]float64{scHeldByNonLeader: {1}}, map[string]int{scHeldByLeader: 1})
+	if split[scHeldByLeader] == nil || split[scHeldByLeader].Missing != 1 || split[scHeldByNonLeader] == nil || len(split[scHeldByNonLeader].Samples) != 1 {
+		t.Errorf("by role %+v", split)
+	}
+}

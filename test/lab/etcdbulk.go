@@ -99,7 +99,7 @@ func (b *etcdBulk) node(ctx context.Context, node *corev1.Node, status corev1.No
 	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
 	node.ManagedFields = []metav1.ManagedFieldsEntry{{
 		Manager: staticManager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-		Time: &b.now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte("{}")},
+		Time: &b.now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1("{}"),
 	}}
 	_, err := b.create(ctx, "minions", node, "", node.Name, typeNode)
 	return err

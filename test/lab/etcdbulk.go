@@ -2,12 +2,14 @@ package lab
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"path"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -28,7 +30,10 @@ import (
 // pod's QoS class, the not-ready taint admission puts on a new node
 // (TaintNodesByCondition), the protection finalizers on claims and
 // volumes, a volume and its claim already bound, a managedFields entry on
-// nodes (node recovery reads a node's newest write time).
+// nodes (node recovery reads a node's newest write time), and each claim's
+// VolumeAttachment already attached, under the name kube-controller-
+// manager's attach-detach controller gives it (which then finds it there,
+// attached, and creates none).
 
 // staticManager is the field manager the rig's direct writes are recorded
 // under.
@@ -83,7 +88,15 @@ var (
 	typePod  = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
 	typePV   = metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"}
 	typePVC  = metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"}
+	typeVA   = metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "VolumeAttachment"}
 )
+
+// AttachmentName is the name the CSI attacher of kube-controller-manager's
+// attach-detach controller gives the VolumeAttachment of a volume handle,
+// driver and node: csi- and the SHA-256 of the three.
+func AttachmentName(volumeHandle, driver, node string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(volumeHandle+driver+node)))
+}
 
 // created sets what the API server sets on create.
 func (b *etcdBulk) created(m *metav1.ObjectMeta) {
@@ -122,6 +135,16 @@ func (b *etcdBulk) pod(ctx context.Context, pod *corev1.Pod, ip string, pv *core
 			return err
 		}
 		if _, err := b.create(ctx, "persistentvolumeclaims", pvc, pvc.Namespace, pvc.Name, typePVC); err != nil {
+			return err
+		}
+		va := &storagev1.VolumeAttachment{
+			ObjectMeta: metav1.ObjectMeta{Name: AttachmentName(pv.Spec.CSI.VolumeHandle, pv.Spec.CSI.Driver, pod.Spec.NodeName), Finalizers: []string{attacherFinalizer}},
+			Spec: storagev1.VolumeAttachmentSpec{Attacher: pv.Spec.CSI.Driver, NodeName: pod.Spec.NodeName,
+				Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv.Name}},
+			Status: storagev1.VolumeAttachmentStatus{Attached: true, AttachmentMetadata: map[string]string{"devicePath": "/dev/lab/static"}},
+		}
+		b.created(&va.ObjectMeta)
+		if _, err := b.create(ctx, "volumeattachments", va, "", va.Name, typeVA); err != nil {
 			return err
 		}
 	}

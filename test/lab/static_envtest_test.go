@@ -167,6 +167,14 @@ func testStaticBulk(t *testing.T, viaEtcd bool) {
 				if pvc.Status.Phase != corev1.ClaimBound || pv.Status.Phase != corev1.VolumeBound || pv.Spec.ClaimRef.UID != pvc.UID {
 					t.Errorf("claim %s %s, volume %s %s bound to uid %s (claim's %s)", pvc.Name, pvc.Status.Phase, pv.Name, pv.Status.Phase, pv.Spec.ClaimRef.UID, pvc.UID)
 				}
+				// Attached under the attach-detach controller's name for it.
+				va := &storagev1.VolumeAttachment{}
+				if err := cl.Get(ctx, client.ObjectKey{Name: AttachmentName(pv.Spec.CSI.VolumeHandle, CSIDriverName, p.Spec.NodeName)}, va); err != nil {
+					t.Fatalf("the VolumeAttachment of %s on %s: %v", pv.Name, p.Spec.NodeName, err)
+				}
+				if !va.Status.Attached || *va.Spec.Source.PersistentVolumeName != pv.Name || !hasString(va.Finalizers, attacherFinalizer) {
+					t.Errorf("VolumeAttachment %s: attached %t, volume %s, finalizers %v", va.Name, va.Status.Attached, *va.Spec.Source.PersistentVolumeName, va.Finalizers)
+				}
 			}
 		}
 	}
@@ -185,9 +193,13 @@ func testStaticBulk(t *testing.T, viaEtcd bool) {
 			t.Fatal(err)
 		}
 	}
-	attached, err := l.AttachStaticVolumes(ctx, "member1", 2, 30*time.Second)
-	if err != nil || attached != 2 {
-		t.Errorf("attached %d, %v; want the 2 of static nodes", attached, err)
+	want := 2 // the two above on static nodes, and via etcd the claims' own
+	if viaEtcd {
+		want += claims
+	}
+	attached, err := l.AttachStaticVolumes(ctx, "member1", want, 30*time.Second)
+	if err != nil || attached != want {
+		t.Errorf("attached %d, %v; want the %d of static nodes", attached, err, want)
 	}
 	for name, want := range map[string]bool{"va-0": true, "va-1": true, "va-lab": false} {
 		v := &storagev1.VolumeAttachment{}

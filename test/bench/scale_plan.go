@@ -18,7 +18,8 @@ func scalePlanCmd() *cobra.Command {
 		Short: "Memory per member and per 10k pods from two scale runs (BENCH_JSON), extrapolated to a federation",
 		Long: `Fits RSS = base + per-member x members + per-pod x pods exactly to two runs of
 the scale benchmark whose members-to-pods ratios differ (e.g. goal and
-members), base being the first run's RSS before any member connected, and
+members, or a sharded run, whose point is its largest replica with the
+members it held), base being the first run's RSS before any member connected, and
 prints the model, its prediction for --members x --nodes x --pods-per-node
 and how many such members one replica holds within --limit-mb. Every
 number comes from the runs' JSON (BENCH_JSON): a run marked INVALID, or
@@ -35,7 +36,7 @@ churn rate and the lab's cost per idle member are printed as measured.`,
 					return err
 				}
 				runs[i] = r
-				pts[i] = CostPoint{Members: r.Members, Pods: r.PodsTotal, MB: max(r.RSSAfterSyncMB, r.RSSAfterSteadyMB)}
+				pts[i] = costPoint(r)
 				if i == 0 {
 					base = r.BaseRSSMB
 				}
@@ -73,6 +74,23 @@ churn rate and the lab's cost per idle member are printed as measured.`,
 	cmd.Flags().IntVar(&podsPerNode, "pods-per-node", 10, "pods per node")
 	cmd.Flags().Float64Var(&limitMB, "limit-mb", 1024, "a replica's memory limit")
 	return cmd
+}
+
+// costPoint is what one process held at a run's largest memory: the whole
+// federation, or, sharded, the largest replica's own members and their
+// share of the pods (members are of equal size).
+func costPoint(r *scResult) CostPoint {
+	if len(r.Replicas) < 2 {
+		return CostPoint{Members: r.Members, Pods: r.PodsTotal, MB: max(r.RSSAfterSyncMB, r.RSSAfterSteadyMB)}
+	}
+	top := r.Replicas[0]
+	for _, x := range r.Replicas[1:] {
+		if max(x.RSSAfterSyncMB, x.RSSAfterSteadyMB) > max(top.RSSAfterSyncMB, top.RSSAfterSteadyMB) {
+			top = x
+		}
+	}
+	held := len(top.Members)
+	return CostPoint{Members: held, Pods: r.PodsTotal * held / max(r.Members, 1), MB: max(top.RSSAfterSyncMB, top.RSSAfterSteadyMB)}
 }
 
 func readScaleResult(path string) (*scResult, error) {

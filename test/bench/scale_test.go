@@ -162,3 +162,20 @@ func TestRoleOfTheHoldingReplica(t *testing.T) {
 		t.Errorf("by role %+v", split)
 	}
 }
+
+// A sharded run's cost point is its largest replica with its own members
+// and their pods, not the whole federation.
+func TestCostPointOfAShardedRun(t *testing.T) {
+	r := &scResult{Members: 10, PodsTotal: 500000, RSSAfterSyncMB: 700, Replicas: []scReplica{
+		{Name: "replica-0", Members: []string{"member1", "member2", "member3"}, RSSAfterSyncMB: 600, RSSAfterSteadyMB: 610},
+		{Name: "replica-1", Members: []string{"member4", "member5", "member6", "member7"}, RSSAfterSyncMB: 700, RSSAfterSteadyMB: 690},
+		{Name: "replica-2", Members: []string{"member8", "member9", "member10"}, RSSAfterSyncMB: 590, RSSAfterSteadyMB: 600},
+	}}
+	if got, want := costPoint(r), (CostPoint{Members: 4, Pods: 200000, MB: 700}); got != want {
+		t.Errorf("cost point %+v, want %+v (replica-1's four members)", got, want)
+	}
+	one := &scResult{Members: 3, PodsTotal: 60000, RSSAfterSyncMB: 280, RSSAfterSteadyMB: 290}
+	if got, want := costPoint(one), (CostPoint{Members: 3, Pods: 60000, MB: 290}); got != want {
+		t.Errorf("cost point %+v, want %+v", got, want)
+	}
+}

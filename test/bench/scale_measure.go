@@ -337,7 +337,7 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 		return fmt.Errorf("shift latency: %w", err)
 	}
 	r.Shift.Basis = scShiftBasis
-	ms.replicaFigures(ctx, r, true)
+	ms.peaks(r)
 	r.PeakRSSMB = largest(r.Replicas, func(x scReplica) float64 { return x.PeakRSSMB })
 	return nil
 }

@@ -120,23 +120,26 @@ func (ms scManagers) heldBy(ctx context.Context) (holder map[string]*scManager, 
 	if err != nil {
 		return nil, nil, err
 	}
+	holder, leader = ms.holders(texts)
+	return holder, leader, nil
+}
+
+// holders is heldBy from scrapes already taken, one per replica.
+func (ms scManagers) holders(texts []string) (holder map[string]*scManager, leader *scManager) {
 	holder = map[string]*scManager{}
 	for i, text := range texts {
 		m := ms[i]
 		if lead, _ := ParseMetric(text, "leader_election_master_status"); Sum(lead, map[string]string{"name": scLeaderElectionID}) == 1 {
 			leader = m
 		}
-		series, err := ParseMetric(text, "fedfailover_member_connected")
-		if err != nil {
-			return nil, nil, err
-		}
+		series, _ := ParseMetric(text, "fedfailover_member_connected")
 		for _, s := range series {
 			if s.Value == 1 {
 				holder[s.Labels["cluster"]] = m
 			}
 		}
 	}
-	return holder, leader, nil
+	return holder, leader
 }
 
 // role names whether the leader or another replica holds member; "" with
@@ -151,16 +154,17 @@ func (ms scManagers) role(holder map[string]*scManager, leader *scManager, membe
 	return scHeldByNonLeader
 }
 
-// replicaFigures fills r.Replicas from each replica's samples: after sync
-// (steady false) or after the steady window.
+// replicaFigures fills r.Replicas from one scrape and one RSS sample of
+// each replica: after sync (steady false) or after the steady window.
 func (ms scManagers) replicaFigures(ctx context.Context, r *scResult, steady bool) {
 	if len(r.Replicas) != len(ms) {
 		r.Replicas = make([]scReplica, len(ms))
 	}
-	holder, leader, err := ms.heldBy(ctx)
-	if err != nil {
-		holder = nil
+	texts := make([]string, len(ms))
+	for i, m := range ms {
+		texts[i], _ = m.scrape(ctx) // a replica not answering has no heap figure
 	}
+	holder, leader := ms.holders(texts)
 	for i, m := range ms {
 		rep := &r.Replicas[i]
 		rep.Name, rep.Leader = m.name, m == leader
@@ -176,16 +180,23 @@ func (ms scManagers) replicaFigures(ctx context.Context, r *scResult, steady boo
 			rss = mb(float64(u.RSS))
 			m.peak = math.Max(m.peak, rss)
 		}
-		heap := 0.0
-		if text, err := m.scrape(ctx); err == nil {
-			heap = mb(metricValue(text, "go_memstats_heap_inuse_bytes"))
-		}
+		heap := mb(metricValue(texts[i], "go_memstats_heap_inuse_bytes"))
 		if steady {
 			rep.RSSAfterSteadyMB, rep.HeapAfterSteady = rss, heap
 		} else {
 			rep.RSSAfterSyncMB, rep.HeapAfterSyncMB = rss, heap
 		}
 		rep.PeakRSSMB = m.peak
+	}
+}
+
+// peaks samples every replica once more and records each one's peak RSS.
+func (ms scManagers) peaks(r *scResult) {
+	ms.sampleRSS()
+	for i, m := range ms {
+		if i < len(r.Replicas) {
+			r.Replicas[i].PeakRSSMB = m.peak
+		}
 	}
 }
 

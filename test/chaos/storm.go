@@ -43,9 +43,8 @@ type stormWatch struct {
 }
 
 type stormSighting struct {
-	at         time.Time
-	lost, of   int
-	allowedMax int
+	at       time.Time
+	lost, of int
 }
 
 func newStormWatch(recovery v1alpha1.NodeRecoverySpec, top Topology) *stormWatch {
@@ -81,7 +80,7 @@ func (w *stormWatch) observe(s Sample) {
 	}
 	for m, readable := range s.Readable {
 		if readable && fencing.Storm(lost[m], w.nodes[m], w.recovery.MaxUnhealthy) {
-			w.last[m] = stormSighting{at: s.Time, lost: lost[m], of: w.nodes[m], allowedMax: fencing.MaxLost(w.nodes[m], w.recovery.MaxUnhealthy)}
+			w.last[m] = stormSighting{at: s.Time, lost: lost[m], of: w.nodes[m]}
 		}
 	}
 }
@@ -99,7 +98,7 @@ func (w *stormWatch) heldUntil() (time.Time, string) {
 	for m, st := range w.last {
 		end := st.at.Add(w.recovery.StormCooldown.Get())
 		what = append(what, fmt.Sprintf("%s: %d of %d nodes not Ready for %s (maxUnhealthy allows %d) until %s, cooldown %s to %s",
-			m, st.lost, st.of, w.recovery.NotReadyFor, st.allowedMax, st.at.Format("15:04:05"), w.recovery.StormCooldown, end.Format("15:04:05")))
+			m, st.lost, st.of, w.recovery.NotReadyFor, fencing.MaxLost(st.of, w.recovery.MaxUnhealthy), st.at.Format("15:04:05"), w.recovery.StormCooldown, end.Format("15:04:05")))
 		if end.After(until) {
 			until = end
 		}

@@ -30,17 +30,18 @@ func (l *Lab) ComponentProfile(ctx context.Context, cluster, component string, s
 		return nil, err
 	}
 	path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds)
-	switch component {
-	case CompEtcd:
+	if component == CompEtcd {
 		return getBody(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d%s", c.EtcdPort, path))
-	case CompAPIServer:
-		return getBody(ctx, nil, apiURL(c.APIPort)+path, c)
-	case CompKCM:
-		return getBody(ctx, nil, fmt.Sprintf("https://127.0.0.1:%d%s", c.KCMPort, path), c)
-	case CompScheduler:
-		return getBody(ctx, nil, fmt.Sprintf("https://127.0.0.1:%d%s", c.SchedulerPort, path), c)
 	}
-	return nil, fmt.Errorf("no profile of component %q", component)
+	port := map[string]int{CompAPIServer: c.APIPort, CompKCM: c.KCMPort, CompScheduler: c.SchedulerPort}[component]
+	if port == 0 {
+		return nil, fmt.Errorf("no profile of component %q", component)
+	}
+	hc, err := adminClient(c)
+	if err != nil {
+		return nil, err
+	}
+	return getBody(ctx, hc, fmt.Sprintf("https://127.0.0.1:%d%s", port, path))
 }
 
 // APIServerMetrics returns the /metrics text of cluster's API server.
@@ -49,27 +50,33 @@ func (l *Lab) APIServerMetrics(ctx context.Context, cluster string) (string, err
 	if err != nil {
 		return "", err
 	}
-	b, err := getBody(ctx, nil, apiURL(c.APIPort)+"/metrics", c)
+	hc, err := adminClient(c)
+	if err != nil {
+		return "", err
+	}
+	b, err := getBody(ctx, hc, apiURL(c.APIPort)+"/metrics")
 	return string(b), err
 }
 
-// getBody GETs url with hc, or, when as names a cluster, with its admin
-// client certificate and no check of the server's certificate (the
-// controller-manager's and scheduler's serving certificates are
-// self-signed; all of them listen on loopback only).
-func getBody(ctx context.Context, hc *http.Client, url string, as ...*ClusterState) ([]byte, error) {
-	if len(as) > 0 {
-		rc, err := restConfig(as[0])
-		if err != nil {
-			return nil, err
-		}
-		tc, err := rest.TLSConfigFor(rc)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs, tc.InsecureSkipVerify = nil, true //nolint:gosec // loopback lab component, self-signed
-		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+// adminClient is an HTTP client with cluster c's admin client certificate
+// that does not check the server's certificate: the controller-manager's
+// and scheduler's serving certificates are self-signed, and every
+// component listens on loopback only.
+func adminClient(c *ClusterState) (*http.Client, error) {
+	rc, err := restConfig(c)
+	if err != nil {
+		return nil, err
 	}
+	tc, err := rest.TLSConfigFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	tc.RootCAs, tc.InsecureSkipVerify = nil, true //nolint:gosec // loopback lab component, self-signed
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}, nil
+}
+
+// getBody GETs url with hc and returns the body of a 200 answer.
+func getBody(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

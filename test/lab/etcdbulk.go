@@ -20,7 +20,8 @@ import (
 //
 // Through the API server a static pod costs two writes (create, then its
 // status), and the scale benchmark's sizes hold 60,000 to 500,000 of them:
-// 10 minutes to over an hour on this machine. Written into the member's
+// the 60,000 took 10 minutes on this machine, 500,000 would take over an
+// hour at that rate. Written into the member's
 // etcd as its API server stores them (protobuf, under its --etcd-prefix),
 // they take minutes, and the API server's watch of etcd sends each to
 // every client as a created object; reading an object, the API server

@@ -27,10 +27,13 @@ import (
 
 // Event reasons and decision actions.
 const (
-	ReasonFencingBlocked       = "FencingBlocked"
-	ReasonRecoverySuspended    = "RecoverySuspended"
-	ReasonOutOfServiceTainted  = "OutOfServiceTaintApplied"
-	ReasonForceDeleteStarted   = "ForceDeleteStarted"
+	ReasonFencingBlocked      = "FencingBlocked"
+	ReasonRecoverySuspended   = "RecoverySuspended"
+	ReasonOutOfServiceTainted = "OutOfServiceTaintApplied"
+	ReasonForceDeleteStarted  = "ForceDeleteStarted"
+	// ReasonForceDeletePaced: pods keep appearing on a fenced node; later
+	// force-deletion rounds back off (pacer.go).
+	ReasonForceDeletePaced     = "ForceDeletePaced"
 	ReasonMachineDeletionAsked = "MachineDeletionRequested"
 	ReasonRecovered            = "NodeRecovered"
 	ReasonNodeReturned         = "NodeReturned"
@@ -44,6 +47,7 @@ const (
 	transitionUnavailable       = "Unavailable"
 	forceDeleteRecheck          = time.Second
 	transitionBlocked           = "Blocked"
+	transitionPaced             = "Paced"
 	transitionSuspended         = "Suspended"
 	transitionDryRun            = "DryRun"
 	transitionDryRunMachineGone = "DryRunMachine"
@@ -161,6 +165,8 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 // so; nothing on the member does). A cordon is never touched: fedfailover
 // never cordons.
 func (r *Reconciler) cleanup(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
+	r.pacer.forget(v.cluster, n.Name)
+	r.store.transition(v.cluster, n.Name+"/pace", "")
 	ours := p.Rec.OwnsTaint && len(withoutTaint(n.Spec.Taints)) != len(n.Spec.Taints)
 	lost := p.Rec.OwnsLostTaint && len(withoutLostTaint(n.Spec.Taints, p.Rec.UID)) != len(n.Spec.Taints)
 	msg := p.Message
@@ -538,8 +544,17 @@ func (r *Reconciler) notProven(ctx context.Context, v *memberView, n *corev1.Nod
 // (act, right before its taint patch): no second re-read.
 func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan, proven bool) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx)
-	pods := slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet)
-	if !proven && (len(pods) > 0 || len(v.vas[n.Name]) > 0) {
+	// A pod already deleting that a finalizer holds cannot go any faster:
+	// deleting it again every pass is only churn. Its containers are dead
+	// with the fenced node, so the attachment step below may go on.
+	pods, held := splitHeld(slices.DeleteFunc(inScope(v, n.Name), ownedByDaemonSet))
+	round := paceKey{cluster: v.cluster, node: n.Name, record: p.Rec.UID}
+	if len(pods) > 0 {
+		if wait, rounds := r.pacer.wait(round, r.now()); wait > 0 {
+			return r.paceRound(ctx, v, n, p, len(pods), rounds, wait), nil
+		}
+	}
+	if !proven && (len(pods) > 0 || len(held) > 0 || len(v.vas[n.Name]) > 0) {
 		var cached *corev1.Node
 		if n.UID != "" {
 			cached = n
@@ -548,11 +563,12 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 			return r.notProven(ctx, v, n, p, err)
 		}
 	}
-	// A pod already deleting that a finalizer holds cannot go any faster:
-	// deleting it again every pass is only churn. Its containers are dead
-	// with the fenced node, so the attachment step below may go on.
-	pods, held := splitHeld(pods)
 	deleted := 0
+	defer func() {
+		if deleted > 0 {
+			r.pacer.deleted(round, r.now())
+		}
+	}()
 	for _, pod := range pods {
 		if err := r.stillOrphan(ctx, v, n); err != nil {
 			return r.notProven(ctx, v, n, p, err)
@@ -611,6 +627,17 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		log.Info("Deleted VolumeAttachment of fenced node", "volumeAttachment", va.Name, "persistentVolume", pv)
 	}
 	return after, nil
+}
+
+// paceRound holds a later force-deletion round back (pacer.go) and says
+// why, with an event when the hold starts.
+func (r *Reconciler) paceRound(ctx context.Context, v *memberView, n *corev1.Node, p *plan, pods, rounds int, wait time.Duration) time.Duration {
+	p.Message = fmt.Sprintf("%d pods bound to the fenced node again after %d force-deletion rounds "+
+		"(the member's scheduler may not see the node's taints yet); the next round in %s", pods, rounds, wait.Round(time.Second))
+	if r.store.changed(v.cluster, n.Name+"/pace", transitionPaced) {
+		r.report(ctx, v, n, corev1.EventTypeWarning, ReasonForceDeletePaced, "Pace", p.Message)
+	}
+	return wait
 }
 
 // stillOrphan re-reads, before each delete of a deleted Node's pods or

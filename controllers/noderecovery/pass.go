@@ -57,6 +57,7 @@ type Reconciler struct {
 	recorder  recorder.EventRecorder
 	store     *store
 	sightings *sightings
+	pacer     pacer
 	opts      Options
 	ctrl      controller.Controller
 	capi      bool

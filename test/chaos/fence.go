@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,6 +29,11 @@ const (
 	// slowRemediationDelay is past remediationTimeout: fedfailover gives
 	// up (TimedOut, Blocked) before the agent powers the node off.
 	slowRemediationDelay = remediationTimeout + 10*time.Second
+	// rebootAfter is how long a node the agent powers off after the faults
+	// were undone stays off before the campaign powers it on, as a fence
+	// agent's reboot (or an operator) would: long enough for fedfailover
+	// to act on the fence and the replacements to run elsewhere.
+	rebootAfter = 30 * time.Second
 )
 
 // remediationKindFlag is the manager's flag that lets it create the lab's
@@ -48,6 +54,15 @@ type fence struct {
 	// still pending after the partition healed plays it too, as a real
 	// agent's would.
 	plays map[string]string
+	// faultsUndone: the run's faults are undone; a node powered off from
+	// then on is in offAfter (its member, when), for rebootFenced.
+	faultsUndone bool
+	offAfter     map[string]offNode
+}
+
+type offNode struct {
+	cluster string
+	at      time.Time
 }
 
 // startFence installs the agent's template and runs the agent until ctx
@@ -72,6 +87,36 @@ func (f *fence) startRun(tr *Truth) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tr, f.plays = tr, map[string]string{}
+	f.faultsUndone, f.offAfter = false, map[string]offNode{}
+}
+
+// undone marks the run's faults undone: nodes the agent powers off from now
+// on are powered on again by rebootFenced, since nothing else would.
+func (f *fence) undone() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faultsUndone = true
+}
+
+// rebootFenced powers on each node the agent powered off after the faults
+// were undone, rebootAfter after its power-off.
+func (f *fence) rebootFenced(ctx context.Context, tr *Truth) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for node, off := range f.offAfter {
+		if time.Since(off.at) < rebootAfter {
+			continue
+		}
+		delete(f.offAfter, node)
+		if gone, err := f.c.lab.NodeProcessGone(node); err != nil || !gone {
+			errs = append(errs, err) // powered on already (clearAll)
+			continue
+		}
+		f.c.logf("    powering on %s, fenced by the agent %.0fs ago after the faults were undone", node, time.Since(off.at).Seconds())
+		errs = append(errs, f.powerOnLocked(ctx, tr, off.cluster, node, func(ctx context.Context) error { return f.c.lab.Restore(ctx, node) }))
+	}
+	return errors.Join(errs...)
 }
 
 // play sets the outcome of node's remediations.
@@ -123,6 +168,9 @@ func (f *fence) powerOff(ctx context.Context, cluster, node string) error {
 		f.c.logf("    fence agent: %s was off already", node)
 	}
 	f.tr.Open(keyFenced+node, time.Now())
+	if f.faultsUndone {
+		f.offAfter[node] = offNode{cluster: cluster, at: time.Now()}
+	}
 	return nil
 }
 

@@ -170,7 +170,10 @@ func (c *Checker) Act(a Act) {
 // truth: the node's process was dead at the act (a partitioned node's is
 // alive), and had not run for KubeletSilence before it (fedfailover found
 // it lost on a Lease it read unchanged over the silence window, or later by
-// its Ready condition; a partitioned process renews nothing); and the
+// its Ready condition; a partitioned process renews nothing) unless the
+// fence agent had powered it off and said so (its success is the proof, so
+// fedfailover may act at once; the truth opens the fenced span only once
+// the kill has returned, so the process was dead at the act); and the
 // node's Machine may carry the lab's power-off evidence, or the lab's fence
 // agent powered it off (the live policy's two proofs: without one, nothing
 // proves the node off, however it was found lost).
@@ -183,7 +186,7 @@ func (c *Checker) checkProof(a Act) {
 	switch {
 	case c.truth.Alive(a.Node, a.Time):
 		c.report(key, I1, a.Time, "%s while the node's kwok process was alive (running or partitioned)", what)
-	case c.truth.RanWithin(a.Node, a.Time.Add(-c.bounds.KubeletSilence), a.Time):
+	case c.truth.RanWithin(a.Node, a.Time.Add(-c.bounds.KubeletSilence), a.Time) && !c.truth.Fenced(a.Node, a.Time):
 		c.report(key, I1, a.Time, "%s less than %s after the node's kwok process last ran: no Lease read unchanged over the silence window proves that",
 			what, c.bounds.KubeletSilence)
 	case !c.truth.Evidence(a.Node, a.Time) && !c.truth.Fenced(a.Node, a.Time):

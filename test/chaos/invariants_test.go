@@ -117,10 +117,24 @@ func TestI1EvidenceFirstActsAgainstTruth(t *testing.T) {
 			tr.Close(keyFenced+n1, at(60))
 			tr.Open(keyAlive+n1, at(61))
 		}, taint(n1, 60.5), "fence agent had not powered it off"},
+		// Seeds 1032 and 1038: a running node whose Lease renewals its
+		// API server refused is found lost by its Ready condition; the
+		// agent kills it and reports success; fedfailover acts at once.
 		{"killed by the agent while running", func(tr *Truth) {
 			tr.Close(keyAlive+n1, at(40))
 			tr.Open(keyFenced+n1, at(40))
-		}, taint(n1, 42), "less than 4s after the node's kwok process last ran"},
+		}, taint(n1, 40.5), ""},
+		{"killed by the agent while running, acted before its report", func(tr *Truth) {
+			tr.Close(keyAlive+n1, at(40))
+			tr.Open(keyFenced+n1, at(41))
+		}, taint(n1, 40.5), "less than 4s after the node's kwok process last ran"},
+		{"killed by the agent, powered on, acted on the old report", func(tr *Truth) {
+			tr.Close(keyAlive+n1, at(40))
+			tr.Open(keyFenced+n1, at(40))
+			tr.Close(keyFenced+n1, at(45))
+			tr.Open(keyAlive+n1, at(45))
+			tr.Close(keyAlive+n1, at(46))
+		}, taint(n1, 47), "less than 4s after the node's kwok process last ran"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

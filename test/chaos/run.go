@@ -80,13 +80,14 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 		wg.Go(func() { timeline[i] = c.inject(ctx, tr, start, f) })
 	}
 	wg.Wait()
+	c.fence.undone() // before clearAll: a power-off during it is seen
 	if err := c.clearAll(ctx, tr); err != nil {
 		stopChecking()
 		return nil, errors.Join(err, <-checked)
 	}
 	faultsEnd := time.Now()
 	c.logf("    faults undone at +%.0fs; waiting for convergence (bound %s)", faultsEnd.Sub(start).Seconds(), c.cfg.Bounds.Converge)
-	convErr := c.awaitConvergence(ctx, chk, faultsEnd, res)
+	convErr := c.awaitConvergence(ctx, tr, chk, faultsEnd, res)
 	res.ConvergenceSeconds = time.Since(faultsEnd).Seconds()
 	stopChecking()
 	if err := <-checked; err != nil {
@@ -111,10 +112,17 @@ func (c *Campaign) run(ctx context.Context, n int, seed uint64) (*RunResult, err
 
 // awaitConvergence waits for I4 until Converge after the last fault undone
 // or, when later, after the cooldown of the last storm the checker saw
-// (storm.go), noting such a storm in res.
-func (c *Campaign) awaitConvergence(ctx context.Context, chk *Checker, faultsEnd time.Time, res *RunResult) error {
+// (storm.go), noting such a storm in res. Meanwhile it powers on nodes the
+// fence agent powered off after the faults were undone (rebootFenced).
+func (c *Campaign) awaitConvergence(ctx context.Context, tr *Truth, chk *Checker, faultsEnd time.Time, res *RunResult) error {
 	deadline := faultsEnd.Add(c.cfg.Bounds.Converge)
-	cond := c.tracedConvergence(faultsEnd)
+	converged := c.tracedConvergence(faultsEnd)
+	cond := func(ctx context.Context) (bool, string) {
+		if err := c.fence.rebootFenced(ctx, tr); err != nil {
+			return false, err.Error()
+		}
+		return converged(ctx)
+	}
 	for {
 		err := until(ctx, time.Until(deadline), "convergence", cond)
 		held, seen := chk.StormHeld()

@@ -154,16 +154,7 @@ func (w *remWorld) passes(n int, step time.Duration) {
 
 // eventReasons drains the policy events the reconciler recorded.
 func (w *remWorld) eventReasons() string {
-	var out []string
-	rec := w.r.recorder.(*events.FakeRecorder)
-	for {
-		select {
-		case ev := <-rec.Events:
-			out = append(out, ev)
-		default:
-			return strings.Join(out, "\n")
-		}
-	}
+	return drainEvents(w.r.recorder.(*events.FakeRecorder))
 }
 
 // TestRemediationRequestedOnceThenRecovers: the lost node gets one

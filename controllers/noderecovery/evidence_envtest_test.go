@@ -1020,13 +1020,7 @@ func TestEvidenceFirstForceDeleteRestartBetweenIntentAndTaint(t *testing.T) {
 	w.members.mu.Unlock()
 	w.firstReading(k)
 	w.advance(15 * time.Second)
-	poll.T(t, 30*time.Second, 100*time.Millisecond, "the intent recorded", poll.NoError(func() error {
-		_ = w.pass() // fails once the taint patch is tried
-		if rec := w.record(k.node.Name); rec == nil || rec.Status.IntentAt == nil {
-			return fmt.Errorf("no intent yet")
-		}
-		return nil
-	}))
+	w.intentRecorded(k)
 	rec := w.record(k.node.Name)
 	if rec.Status.LostTaint != v1alpha1.LostTaintOwned || rec.Status.ActedAt != nil || len(atDelete) != 0 || lostTainted(k.live(t)) {
 		t.Fatalf("record %+v, %d deletions, taints %v: want the intent (lostTaint Owned) only, nothing written", rec.Status, len(atDelete), k.live(t).Spec.Taints)
@@ -1109,4 +1103,18 @@ func TestForeignOutOfServiceTaintBetweenIntentAndPatch(t *testing.T) {
 	if !strings.Contains(rec.Status.Message, "the out-of-service taint stays") {
 		t.Fatalf("record message %q, want it to say the taint stays", rec.Status.Message)
 	}
+}
+
+// intentRecorded runs passes until the node's record holds an intent; a
+// pass may fail once the act's write is tried (the tests that call it make
+// that write fail).
+func (w *evidenceWorld) intentRecorded(k *kubelet) {
+	w.t.Helper()
+	poll.T(w.t, 30*time.Second, 100*time.Millisecond, "the intent recorded", poll.NoError(func() error {
+		_ = w.pass()
+		if rec := w.record(k.node.Name); rec == nil || rec.Status.IntentAt == nil {
+			return fmt.Errorf("no intent yet")
+		}
+		return nil
+	}))
 }

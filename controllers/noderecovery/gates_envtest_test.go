@@ -39,20 +39,8 @@ import (
 // cooldown has passed, the replacement is deleted: the gates held it,
 // nothing else did.
 func TestGatesApplyToEveryActOfARecord(t *testing.T) {
-	e, cluster, w, k, k2 := startEvidenceMember(t, "gates-acts", "")
-	e.machine(t, cluster, k.node.Name, true)
-	ns := e.namespace(t, cluster)
-	pod := e.pod(t, ns, "db-0", k.node.Name)
-	w.seenByCache(k, true)
-	w.podCached(pod)
-	w.firstReading(k)
-	w.advance(15 * time.Second)
-	w.passUntil("the taint and db-0 force-deleted", func() error {
-		if !tainted(k.live(t)) {
-			return fmt.Errorf("not tainted")
-		}
-		return w.podGone(pod)
-	})
+	a := startActed(t, "gates-acts")
+	e, cluster, w, k, k2, ns := a.e, a.cluster, a.w, a.k, a.k2, a.ns
 	acted := w.record(k.node.Name)
 	if acted == nil || acted.Status.ActedAt == nil || acted.Status.Method != v1alpha1.RecoveryMethodOutOfServiceTaint {
 		t.Fatalf("record %+v, want an acted OutOfServiceTaint recovery", acted)
@@ -172,13 +160,7 @@ func TestGatesRestartMeasuresWaitsFromItsOwnSightings(t *testing.T) {
 		return nil
 	})
 	w.advance(31 * time.Second)
-	poll.T(t, 30*time.Second, 100*time.Millisecond, "the intent recorded", poll.NoError(func() error {
-		_ = w.pass() // fails once the taint patch is tried
-		if rec := w.record(k.node.Name); rec == nil || rec.Status.IntentAt == nil {
-			return fmt.Errorf("no intent yet")
-		}
-		return nil
-	}))
+	w.intentRecorded(k)
 	intent := w.record(k.node.Name)
 	if intent.Status.ActedAt != nil || tainted(k.live(t)) || w.podGone(pod) == nil {
 		t.Fatalf("record %+v, taints %v: want the intent only, nothing written", intent.Status, k.live(t).Spec.Taints)

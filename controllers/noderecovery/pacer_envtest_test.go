@@ -26,20 +26,8 @@ import (
 // why. On the old code every pass deleted the replacement it found: 60
 // deletions in the minute, a hot loop of writes to the member.
 func TestReboundReplacementsAreDeletedAtAPace(t *testing.T) {
-	e, cluster, w, k, _ := startEvidenceMember(t, "pace", "")
-	e.machine(t, cluster, k.node.Name, true)
-	ns := e.namespace(t, cluster)
-	pod := e.pod(t, ns, "db-0", k.node.Name)
-	w.seenByCache(k, true)
-	w.podCached(pod)
-	w.firstReading(k)
-	w.advance(15 * time.Second)
-	w.passUntil("the taint and db-0 force-deleted", func() error {
-		if !tainted(k.live(t)) {
-			return fmt.Errorf("not tainted")
-		}
-		return w.podGone(pod)
-	})
+	a := startActed(t, "pace")
+	e, cluster, w, k, ns, pod := a.e, a.cluster, a.w, a.k, a.ns, a.pod
 
 	deletions, held := 1, ""
 	for range 60 {
@@ -72,6 +60,37 @@ func TestReboundReplacementsAreDeletedAtAPace(t *testing.T) {
 	if n := strings.Count(evs, ReasonForceDeletePaced); n != 1 {
 		t.Errorf("%d %s events, want one for the recovery:\n%s", n, ReasonForceDeletePaced, evs)
 	}
+}
+
+// acted is a member whose node k was lost by evidence (its Machine's
+// infrastructure gone, its Lease silent for 15 s), tainted out of service
+// and its pod db-0 (in namespace ns) force-deleted: an acted recovery.
+type acted struct {
+	e       *evidenceEnv
+	cluster string
+	w       *evidenceWorld
+	k, k2   *kubelet
+	ns      string
+	pod     *corev1.Pod // the deleted db-0
+}
+
+func startActed(t *testing.T, base string) acted {
+	t.Helper()
+	e, cluster, w, k, k2 := startEvidenceMember(t, base, "")
+	e.machine(t, cluster, k.node.Name, true)
+	ns := e.namespace(t, cluster)
+	pod := e.pod(t, ns, "db-0", k.node.Name)
+	w.seenByCache(k, true)
+	w.podCached(pod)
+	w.firstReading(k)
+	w.advance(15 * time.Second)
+	w.passUntil("the taint and db-0 force-deleted", func() error {
+		if !tainted(k.live(t)) {
+			return fmt.Errorf("not tainted")
+		}
+		return w.podGone(pod)
+	})
+	return acted{e: e, cluster: cluster, w: w, k: k, k2: k2, ns: ns, pod: pod}
 }
 
 // podCachedAs waits until the member cache holds this pod (its UID), not an

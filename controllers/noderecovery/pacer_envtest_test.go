@@ -23,7 +23,7 @@ import (
 // fedfailover's clock, a pass a second, the replacements are deleted in
 // rounds that back off (1, 2, 4, ... s after the one before): six
 // deletions in all, not one a pass. The policy status and an event say
-// why. On the old code every pass deleted the replacement it found: 60
+// why. On the old code every pass deleted the replacement it found: 61
 // deletions in the minute, a hot loop of writes to the member.
 func TestReboundReplacementsAreDeletedAtAPace(t *testing.T) {
 	a := startActed(t, "pace")

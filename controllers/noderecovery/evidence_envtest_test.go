@@ -598,15 +598,23 @@ func (e *evidenceEnv) schedule(t *testing.T, nodes ...string) string {
 	return best
 }
 
-// podCached waits until the member cache holds the pod.
+// podCached waits until the member cache holds this pod (its UID), not an
+// earlier one of the same name.
 func (w *evidenceWorld) podCached(p *corev1.Pod) {
 	w.t.Helper()
-	poll.T(w.t, 30*time.Second, 100*time.Millisecond, "the cache to hold pod "+p.Name, poll.NoError(func() error {
+	poll.T(w.t, 30*time.Second, 50*time.Millisecond, "the cache to hold pod "+p.Name+" "+string(p.UID), poll.NoError(func() error {
 		cl, err := w.e.cache.GetClient(context.Background(), w.cluster)
 		if err != nil {
 			return err
 		}
-		return cl.Get(context.Background(), client.ObjectKeyFromObject(p), &corev1.Pod{})
+		cur := &corev1.Pod{}
+		if err := cl.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+			return err
+		}
+		if cur.UID != p.UID {
+			return fmt.Errorf("the cache holds %s", cur.UID)
+		}
+		return nil
 	}))
 }
 

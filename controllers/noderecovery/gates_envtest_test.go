@@ -50,7 +50,7 @@ func TestGatesApplyToEveryActOfARecord(t *testing.T) {
 	// policy is in dry run, as the member cache shows it.
 	w.setPolicy(func(s *v1alpha1.FailoverPolicySpec) { s.DryRun = true })
 	repl := e.pod(t, ns, "db-0", k.node.Name)
-	w.podCachedAs(repl)
+	w.podCached(repl)
 	w.holdFor(repl, 2*time.Minute, 5*time.Second, "dry run")
 	if st := w.entry(k.node.Name); st == nil || !strings.Contains(st.Message, "dry run: nothing more is written (next step: ForceDelete)") {
 		t.Errorf("dry run: policy status entry %+v, want it to say dry run stopped the force deletion", st)

@@ -1,18 +1,13 @@
 package noderecovery
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/fedfailover/fedfailover/test/poll"
 )
 
 // TestReboundReplacementsAreDeletedAtAPace: the node is lost by evidence,
@@ -35,7 +30,7 @@ func TestReboundReplacementsAreDeletedAtAPace(t *testing.T) {
 			// The stale scheduler binds the next replacement to the
 			// fenced node.
 			pod = e.pod(t, ns, "db-0", k.node.Name)
-			w.podCachedAs(pod)
+			w.podCached(pod)
 		}
 		w.advance(time.Second)
 		must(t, w.pass())
@@ -91,29 +86,6 @@ func startActed(t *testing.T, base string) acted {
 		return w.podGone(pod)
 	})
 	return acted{e: e, cluster: cluster, w: w, k: k, k2: k2, ns: ns, pod: pod}
-}
-
-// podCachedAs waits until the member cache holds this pod (its UID), not an
-// earlier one of the same name.
-func (w *evidenceWorld) podCachedAs(p *corev1.Pod) {
-	w.t.Helper()
-	poll.T(w.t, 30*time.Second, 50*time.Millisecond, "the cache to hold pod "+p.Name+" "+string(p.UID), poll.NoError(func() error {
-		cl, err := w.e.cache.GetClient(context.Background(), w.cluster)
-		if err != nil {
-			return err
-		}
-		cur := &corev1.Pod{}
-		if err := cl.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
-			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("not cached")
-			}
-			return err
-		}
-		if cur.UID != p.UID {
-			return fmt.Errorf("the cache holds %s", cur.UID)
-		}
-		return nil
-	}))
 }
 
 // drainEvents returns the events recorded so far, a line each.

@@ -97,18 +97,24 @@ func TestShardedRebalanceAcrossManagerProcesses(t *testing.T) {
 // shardedRebalanceReplicas starts replica-0 alone, so that it leads, then
 // two more, all with --sharded-rebalance, and returns the leader with a
 // case for a member a non-leader holds and one the leader holds, each with
-// a spare member outside both. Identities are random: while the leader
-// or every other replica holds no member, a non-leader is started again
-// as a new peer.
+// a spare member outside both. Identities are random: while every other
+// replica holds no member, a non-leader is started again as a new peer;
+// while the leader holds none, all three are started again (a new
+// non-leader alone rarely beats the leader's fixed identity to a member).
 func (f *fixture) shardedRebalanceReplicas() (*replica, []rbCase) {
 	t := f.t
 	t.Helper()
-	leader := f.startReplica("replica-0", nil, "--sharded-rebalance")
-	poll(t, time.Minute, 500*time.Millisecond, "replica-0 leading", func(context.Context) (bool, string) {
-		return leader.leads(), "not the leader yet"
-	})
-	replicas := []*replica{leader, f.startReplica("replica-1", nil, "--sharded-rebalance"), f.startReplica("replica-2", nil, "--sharded-rebalance")}
+	startAll := func(suffix string) []*replica {
+		leader := f.startReplica("replica-0"+suffix, nil, "--sharded-rebalance")
+		poll(t, time.Minute, 500*time.Millisecond, leader.name+" leading", func(context.Context) (bool, string) {
+			return leader.leads(), "not the leader yet"
+		})
+		return []*replica{leader, f.startReplica("replica-1"+suffix, nil, "--sharded-rebalance"),
+			f.startReplica("replica-2"+suffix, nil, "--sharded-rebalance")}
+	}
+	replicas := startAll("")
 	for attempt := 1; ; attempt++ {
+		leader := replicas[0]
 		settled(t, replicas, f.members)
 		var other *replica
 		for _, r := range replicas[1:] {
@@ -117,9 +123,10 @@ func (f *fixture) shardedRebalanceReplicas() (*replica, []rbCase) {
 				break
 			}
 		}
-		if own := leader.connected(); len(own) > 0 && other != nil {
+		own := leader.connected()
+		if len(own) > 0 && other != nil {
 			if !leader.leads() {
-				t.Fatal("replica-0 no longer leads")
+				t.Fatalf("%s no longer leads", leader.name)
 			}
 			watchConnections(t, replicas)
 			f.ownedAsConnected(replicas)
@@ -139,8 +146,19 @@ func (f *fixture) shardedRebalanceReplicas() (*replica, []rbCase) {
 		if attempt == 5 {
 			t.Fatal("in 5 starts, the leader or the other replicas never held a member")
 		}
+		t.Logf("%s holds %v, others %v and %v", leader.name, own, replicas[1].connected(), replicas[2].connected())
+		if len(own) == 0 {
+			t.Logf("starting all three replicas again")
+			for _, r := range replicas {
+				if err := r.proc.Stop(20 * time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			replicas = startAll(fmt.Sprintf("-%d", attempt))
+			continue
+		}
 		restart := replicas[len(replicas)-1]
-		t.Logf("leader holds %v, others %v and %v: starting %s again", leader.connected(), replicas[1].connected(), replicas[2].connected(), restart.name)
+		t.Logf("starting %s again", restart.name)
 		if err := restart.proc.Stop(20 * time.Second); err != nil {
 			t.Fatal(err)
 		}

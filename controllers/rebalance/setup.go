@@ -234,9 +234,7 @@ func (r *Reconciler) ensureWatches(ctx context.Context, cluster string) error {
 // memberWatches adds the member Pod and Node watches of controller c, named
 // with prefix, once per connection.
 func (r *Reconciler) memberWatches(ctx context.Context, cluster string, c controller.Controller, prefix string) error {
-	nodeToRSPs := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
-		return r.allRSPs(ctx, "")
-	})
+	nodeToRSPs := r.allRSPsHandler(nodeFanOutWindow)
 	for _, w := range []member.WatchInput{
 		{Name: prefix + "-pods", Kind: &corev1.Pod{}, Handler: r.podHandler(), Predicates: []predicate.Predicate{podChanged}},
 		{Name: prefix + "-nodes", Kind: &corev1.Node{}, Handler: nodeToRSPs, Predicates: []predicate.Predicate{nodeCapacityChanged}},

@@ -110,6 +110,14 @@ func (b *scBench) idleLab(ctx context.Context, r *scResult) error {
 	if b.o.memberIdle == 0 {
 		return nil
 	}
+	// The members' controllers catch up with the bulk for minutes after it
+	// was written (kube-controller-manager's attach-detach controller
+	// reports each static volume attached in its node's status and the
+	// volume controller writes claim statuses, behind its client's 20
+	// requests/s): an idle window then measures that, not an idle member.
+	if err := b.waitQuiet(ctx, "idle window"); err != nil {
+		return err
+	}
 	b.progress("measuring the idle lab for %s (no manager, no churn)", b.o.memberIdle)
 	w, err := b.startProcWindow()
 	if err != nil {

@@ -296,7 +296,7 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 	}
 	err = sleepCtx(ctx, b.o.settle)
 	if err == nil {
-		err = b.waitQuiet(ctx)
+		err = b.waitQuiet(ctx, "steady window")
 	}
 	if err == nil {
 		err = b.steady(ctx, ms, r)
@@ -489,12 +489,13 @@ func (b *scBench) steady(ctx context.Context, ms scManagers, r *scResult) error 
 }
 
 // waitQuiet waits, up to --quiet-wait, until the machine's 1-minute load
-// average is at most --max-load. The average decays over minutes, so right
-// after the bulk objects were created it still carries that burst, and a
-// window opened then is judged on the population, not on the steady state
-// (the rig itself used a third of a core at steady state, the load average
-// was still 2.1). The churn runs meanwhile; the window is judged as ever.
-func (b *scBench) waitQuiet(ctx context.Context) error {
+// average is at most --max-load, before the window named by what. The
+// average decays over minutes, so right after the bulk objects were
+// created it still carries that burst, and a window opened then is judged
+// on the population, not on the steady state (the rig itself used a third
+// of a core at steady state, the load average was still 2.1). Before the
+// steady window the churn runs meanwhile; the window is judged as ever.
+func (b *scBench) waitQuiet(ctx context.Context, what string) error {
 	deadline := time.Now().Add(b.o.quietWait)
 	for said := false; ; said = true {
 		load, _ := loadAvg()
@@ -502,10 +503,10 @@ func (b *scBench) waitQuiet(ctx context.Context) error {
 		case load <= b.o.maxLoad:
 			return nil
 		case time.Now().After(deadline):
-			b.progress("load average %.2f still above %.2f after %s: opening the steady window anyway", load, b.o.maxLoad, b.o.quietWait)
+			b.progress("load average %.2f still above %.2f after %s: opening the %s anyway", load, b.o.maxLoad, b.o.quietWait, what)
 			return nil
 		case !said:
-			b.progress("load average %.2f above %.2f: waiting up to %s for it to fall before the steady window", load, b.o.maxLoad, b.o.quietWait)
+			b.progress("load average %.2f above %.2f: waiting up to %s for it to fall before the %s", load, b.o.maxLoad, b.o.quietWait, what)
 		}
 		if err := sleepCtx(ctx, 5*time.Second); err != nil {
 			return err

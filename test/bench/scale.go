@@ -263,6 +263,10 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 		// not the manager's. The lab's node monitor takes over for its
 		// own nodes (the power-offs below).
 		NoNodeLifecycle: true, SharedEtcd: o.sharedEtcd, BulkViaEtcd: o.bulkViaEtcd,
+		// The rig writes the static VolumeAttachments attached (via etcd),
+		// and no pod with a claim is scheduled later: the attach-detach
+		// controller's reconciler over them is the member's cost alone.
+		NoAttachDetach: o.bulkViaEtcd,
 		// The idle window profiles the first member (scale_idle.go).
 		Profiling: true,
 		// The static VolumeAttachments are attached once; the lab's

@@ -84,14 +84,19 @@ func etcdPrefix(shared bool, cluster string) string {
 }
 
 // kcmControllers is kube-controller-manager's --controllers: all of them,
-// or (NoNodeLifecycle) all but the node-lifecycle controller. The
-// taint-eviction controller stays: it evicts the pods of a node the lab's
-// node monitor taints unreachable, as with the real controller.
-func kcmControllers(noNodeLifecycle bool) string {
-	if noNodeLifecycle {
-		return "--controllers=*,-node-lifecycle-controller"
+// but the node-lifecycle controller with NoNodeLifecycle and the
+// attach-detach controller with NoAttachDetach. The taint-eviction
+// controller stays: it evicts the pods of a node the lab's node monitor
+// taints unreachable, as with the real controller.
+func kcmControllers(o Options) string {
+	out := "--controllers=*"
+	if o.NoNodeLifecycle {
+		out += ",-node-lifecycle-controller"
 	}
-	return "--controllers=*"
+	if o.NoAttachDetach {
+		out += ",-persistentvolume-attach-detach-controller"
+	}
+	return out
 }
 
 func (l *Lab) kcmProc(c *ClusterState) *Proc {
@@ -105,7 +110,7 @@ func (l *Lab) kcmProc(c *ClusterState) *Proc {
 			"--authorization-kubeconfig=" + c.Kubeconfig,
 			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(c.KCMPort),
 			"--leader-elect=false",
-			kcmControllers(l.opts.NoNodeLifecycle),
+			kcmControllers(l.opts),
 			// Fills service-account token Secrets (kubefedctl join needs them).
 			"--service-account-private-key-file=" + f(fileSAKey),
 			"--root-ca-file=" + f(fileCA),

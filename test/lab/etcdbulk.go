@@ -130,8 +130,13 @@ func (b *etcdBulk) pod(ctx context.Context, pod *corev1.Pod, ip string, pv *core
 		pv.Status = corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound}
 		pvc.Finalizers = []string{"kubernetes.io/pvc-protection"}
 		pvc.Annotations = map[string]string{"pv.kubernetes.io/bind-completed": "yes"}
+		// The Unused condition is kube-controller-manager's PVC protection
+		// controller's (PersistentVolumeClaimUnusedSinceTime): without it,
+		// that controller writes every static claim's status once more.
 		pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pv.Spec.AccessModes,
-			Capacity: corev1.ResourceList{corev1.ResourceStorage: pv.Spec.Capacity[corev1.ResourceStorage]}}
+			Capacity: corev1.ResourceList{corev1.ResourceStorage: pv.Spec.Capacity[corev1.ResourceStorage]},
+			Conditions: []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimUnused, Status: corev1.ConditionFalse,
+				Reason: "PodUsingPVC", Message: "A pod is currently referencing this PVC", LastTransitionTime: b.now}}}
 		if _, err := b.create(ctx, "persistentvolumes", pv, "", pv.Name, typePV); err != nil {
 			return err
 		}

@@ -85,11 +85,14 @@ func TestUnreachableTaints(t *testing.T) {
 }
 
 func TestNoNodeLifecycleFlags(t *testing.T) {
-	if got := kcmControllers(false); got != "--controllers=*" {
+	if got := kcmControllers(Options{}); got != "--controllers=*" {
 		t.Errorf("default lab: %s", got)
 	}
-	if got := kcmControllers(true); got != "--controllers=*,-node-lifecycle-controller" {
+	if got := kcmControllers(Options{NoNodeLifecycle: true}); got != "--controllers=*,-node-lifecycle-controller" {
 		t.Errorf("scale lab: %s", got)
+	}
+	if got := kcmControllers(Options{NoNodeLifecycle: true, NoAttachDetach: true}); got != "--controllers=*,-node-lifecycle-controller,-persistentvolume-attach-detach-controller" {
+		t.Errorf("scale lab with the bulk via etcd: %s", got)
 	}
 	l := &Lab{opts: Options{BinDir: "/bin", NoNodeLifecycle: true}}
 	c := &ClusterState{Name: "member1", Dir: "/lab/member1", Kubeconfig: "/lab/member1/kubeconfig"}

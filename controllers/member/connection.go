@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/capacity"
 )
 
@@ -35,15 +36,26 @@ type cachedKind struct {
 	obj       client.Object
 	transform toolscache.TransformFunc
 	newList   func() client.ObjectList
+	// held is what the cache holds, when the transform makes another type
+	// than obj's (Pods: *cachedpod.Pod); nil when it is obj's type.
+	held client.Object
+}
+
+// heldType is the type of the objects the cache holds of k.
+func (k cachedKind) heldType() reflect.Type {
+	if k.held != nil {
+		return reflect.TypeOf(k.held)
+	}
+	return reflect.TypeOf(k.obj)
 }
 
 func cachedKinds() []cachedKind {
 	return []cachedKind{
-		{"Node", &corev1.Node{}, transformNode, func() client.ObjectList { return &corev1.NodeList{} }},
-		{"Pod", &corev1.Pod{}, transformPod, func() client.ObjectList { return &corev1.PodList{} }},
+		{"Node", &corev1.Node{}, transformNode, func() client.ObjectList { return &corev1.NodeList{} }, nil},
+		{"Pod", &corev1.Pod{}, transformPod, func() client.ObjectList { return &corev1.PodList{} }, &cachedpod.Pod{}},
 		{"VolumeAttachment", &storagev1.VolumeAttachment{}, transformVolumeAttachment,
-			func() client.ObjectList { return &storagev1.VolumeAttachmentList{} }},
-		{"CSIDriver", &storagev1.CSIDriver{}, transformMeta, func() client.ObjectList { return &storagev1.CSIDriverList{} }},
+			func() client.ObjectList { return &storagev1.VolumeAttachmentList{} }, nil},
+		{"CSIDriver", &storagev1.CSIDriver{}, transformMeta, func() client.ObjectList { return &storagev1.CSIDriverList{} }, nil},
 	}
 }
 
@@ -211,13 +223,13 @@ func (c *connection) keepPodUsage(inf cache.Informer) error {
 	c.podUsage = capacity.NewUsage()
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*cachedpod.Pod); ok {
 				c.podUsage.Add(p)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, okO := oldObj.(*corev1.Pod)
-			n, okN := newObj.(*corev1.Pod)
+			o, okO := oldObj.(*cachedpod.Pod)
+			n, okN := newObj.(*cachedpod.Pod)
 			if okO && okN {
 				c.podUsage.Update(o, n)
 			}
@@ -226,7 +238,7 @@ func (c *connection) keepPodUsage(inf cache.Informer) error {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := obj.(*cachedpod.Pod); ok {
 				c.podUsage.Delete(p)
 			}
 		},
@@ -347,7 +359,13 @@ type fallbackReader struct {
 	live  client.Reader
 }
 
+// Pods are read live: the cache holds cachedpod.Pods, which controller-runtime's
+// cached reader cannot hand out as corev1.Pods (passes visit them instead:
+// VisitCached).
 func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Pod); ok {
+		return r.live.Get(ctx, key, obj, opts...)
+	}
 	err := r.cache.Get(ctx, key, obj, opts...)
 	if errors.As(err, new(*cache.ErrResourceNotCached)) {
 		return r.live.Get(ctx, key, obj, opts...)
@@ -356,6 +374,9 @@ func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj clien
 }
 
 func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.PodList); ok {
+		return r.live.List(ctx, list, opts...)
+	}
 	err := r.cache.List(ctx, list, opts...)
 	if errors.As(err, new(*cache.ErrResourceNotCached)) {
 		return r.live.List(ctx, list, opts...)

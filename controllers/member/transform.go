@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/capacity"
 )
 
@@ -30,7 +31,7 @@ func trimMeta(m *metav1.ObjectMeta) {
 	delete(m.Annotations, lastApplied)
 }
 
-// transformPod keeps what the decisions read of a Pod:
+// transformPod keeps what the decisions read of a Pod, as a cachedpod.Pod:
 //
 //   - name, namespace, uid (force-delete precondition), resourceVersion,
 //     labels (workload and pod-scope selectors), ownerReferences (DaemonSet
@@ -39,10 +40,8 @@ func trimMeta(m *metav1.ObjectMeta) {
 //     for, and the recovery goes on to its volume attachments);
 //   - spec.nodeName, the PVC and ephemeral volumes (claim tracking, without
 //     the claim template: an ephemeral claim is named <pod>-<volume>);
-//   - the pod's effective requests (capacity.PodRequests) as pod-level
-//     requests, in place of the containers, init containers and overhead:
-//     capacity.PodRequests gives the same answer for the cached pod, and a
-//     Container costs 400 bytes before its requests;
+//   - the pod's effective requests (capacity.PodRequests: containers, init
+//     containers, pod-level requests and overhead), summed once here;
 //   - status.phase and the Ready and PodScheduled conditions (type, status,
 //     reason; not their times: rebalance reads only whether a pod is
 //     Unschedulable, never since when, as that time is on the member's
@@ -51,17 +50,20 @@ func trimMeta(m *metav1.ObjectMeta) {
 // Nothing else is read (annotations, tolerations, nodeSelector, priority,
 // containers' images, limits and statuses, IPs, messages, condition
 // times ...). Pods are most of a member's cache, so every byte kept here is
-// paid per pod: the values many pods repeat are shared rather than copied.
-//
-// The pod is rewritten in place: the informer hands over a freshly decoded
-// object, and keeping its struct rather than a second one leaves no dead
-// Pod beside each live one in the heap's spans (a Pod struct is 1.2 KB).
+// paid per pod: the values many pods repeat are shared rather than copied,
+// and the decoded corev1.Pod (a 1,280-byte struct whatever it holds) is
+// dropped for a 352-byte cachedpod.Pod.
 func transformPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil // tombstones pass through
 	}
-	out := corev1.Pod{
+	return compactPod(p), nil
+}
+
+// compactPod is the cachedpod.Pod the member caches keep of p.
+func compactPod(p *corev1.Pod) *cachedpod.Pod {
+	return &cachedpod.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: shared.str(p.APIVersion), Kind: shared.str(p.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              p.Name,
@@ -75,19 +77,18 @@ func transformPod(obj any) (any, error) {
 			Labels:            shared.labels(p.Labels, p.Name),
 			OwnerReferences:   shared.owners(p.OwnerReferences),
 		},
-		Spec: corev1.PodSpec{
-			NodeName:  shared.str(p.Spec.NodeName),
-			Volumes:   claimVolumes(p.Spec.Volumes),
-			Resources: shared.requests(capacity.PodRequests(&p.Spec)),
-		},
-		Status: corev1.PodStatus{
-			Phase:      corev1.PodPhase(shared.str(string(p.Status.Phase))),
-			Conditions: decisionConditions(p.Status.Conditions),
-		},
+		NodeName:   shared.str(p.Spec.NodeName),
+		Phase:      corev1.PodPhase(shared.str(string(p.Status.Phase))),
+		Volumes:    claimVolumes(p.Spec.Volumes),
+		Requests:   shared.requests(capacity.PodRequests(&p.Spec)),
+		Conditions: decisionConditions(p.Status.Conditions),
 	}
-	*p = out
-	return p, nil
 }
+
+// CompactPod is what a member cache keeps of p: for readers that are no
+// member cache (the fakes of unit tests), so that they see what production
+// sees.
+func CompactPod(p *corev1.Pod) *cachedpod.Pod { return compactPod(p) }
 
 // claimVolumes keeps the volumes backed by a claim, with only what names
 // the claim, shared between pods with the same ones (a Deployment's shared

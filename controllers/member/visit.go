@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -14,9 +15,9 @@ import (
 )
 
 // VisitCached calls visit with every object of O's kind in the member cache
-// r reads, in namespace ("" for all), in no particular order. O is a kind
-// member caches hold: *corev1.Node, *corev1.Pod, *storagev1.VolumeAttachment
-// or *storagev1.CSIDriver.
+// r reads, in namespace ("" for all), in no particular order. O is a type
+// member caches hold: *corev1.Node, *cachedpod.Pod (Pods),
+// *storagev1.VolumeAttachment or *storagev1.CSIDriver.
 //
 // A pass over every Node or Pod of a member should visit them rather than
 // list them: List copies each object's struct into the list's Items, even
@@ -31,7 +32,8 @@ import (
 //
 // r is what Cache.GetReader or Cache.GetClient returned: visiting reads its
 // informer's store. Any other reader (the fakes of unit tests) is listed
-// with client.UnsafeDisableDeepCopy and its items are visited.
+// with client.UnsafeDisableDeepCopy and its items are visited, Pods as the
+// member caches keep them (CompactPod).
 func VisitCached[O client.Object](ctx context.Context, r client.Reader, namespace string, visit func(O)) error {
 	k, ok := visitableKinds()[reflect.TypeFor[O]()]
 	if !ok {
@@ -64,7 +66,7 @@ func VisitCached[O client.Object](ctx context.Context, r client.Reader, namespac
 var visitableKinds = sync.OnceValue(func() map[reflect.Type]cachedKind {
 	out := map[reflect.Type]cachedKind{}
 	for _, k := range cachedKinds() {
-		out[reflect.TypeOf(k.obj)] = k
+		out[k.heldType()] = k
 	}
 	return out
 })
@@ -103,6 +105,9 @@ func visitList[O client.Object](ctx context.Context, r client.Reader, k cachedKi
 		return err
 	}
 	return meta.EachListItem(list, func(item runtime.Object) error {
+		if p, isPod := item.(*corev1.Pod); isPod {
+			item = compactPod(p)
+		}
 		o, ok := item.(O)
 		if !ok {
 			return fmt.Errorf("a %s list holds a %T", k.name, item)

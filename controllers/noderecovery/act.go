@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/metrics"
@@ -577,7 +578,8 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 		// replacement registered under the same name) changed it, and the
 		// delete is refused; the next pass decides on what it sees then.
 		uid, rv := pod.UID, pod.ResourceVersion
-		err := v.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+		err := v.client.Delete(ctx, target, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		switch {
 		case apierrors.IsConflict(err):
 			// Changed since read: not deleted; the next pass decides again.
@@ -659,7 +661,7 @@ func (r *Reconciler) stillOrphan(ctx context.Context, v *memberView, n *corev1.N
 const finalizerRecheck = 10 * time.Second
 
 // splitHeld separates pods that are deleting and held by finalizers.
-func splitHeld(pods []*corev1.Pod) (toDelete, held []*corev1.Pod) {
+func splitHeld(pods []*cachedpod.Pod) (toDelete, held []*cachedpod.Pod) {
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
 			held = append(held, p)
@@ -671,7 +673,7 @@ func splitHeld(pods []*corev1.Pod) (toDelete, held []*corev1.Pod) {
 }
 
 // describeHeld names each held pod and its finalizers, for status.
-func describeHeld(held []*corev1.Pod) string {
+func describeHeld(held []*cachedpod.Pod) string {
 	parts := make([]string, 0, len(held))
 	for _, p := range held {
 		parts = append(parts, fmt.Sprintf("finalizer %s on pod %s/%s", strings.Join(p.Finalizers, ","), p.Namespace, p.Name))
@@ -679,7 +681,7 @@ func describeHeld(held []*corev1.Pod) string {
 	return strings.Join(parts, "; ")
 }
 
-func ownedByDaemonSet(p *corev1.Pod) bool {
+func ownedByDaemonSet(p *cachedpod.Pod) bool {
 	// A DaemonSet recreates its pod on the same node: deleting it is churn.
 	return slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" })
 }
@@ -690,7 +692,7 @@ func (r *Reconciler) volumesInUse(ctx context.Context, v *memberView, node strin
 	out := map[string]bool{}
 	// In-scope pods already force-deleted (held by a finalizer) no longer
 	// use their volumes: the node is fenced.
-	using := slices.DeleteFunc(slices.Clone(v.pods[node]), func(p *corev1.Pod) bool {
+	using := slices.DeleteFunc(slices.Clone(v.pods[node]), func(p *cachedpod.Pod) bool {
 		return p.DeletionTimestamp != nil && v.scope.matches(p)
 	})
 	for _, claim := range claimsOf(using) {
@@ -777,11 +779,11 @@ func (r *Reconciler) replaced(ctx context.Context, v *memberView, n *corev1.Node
 		}
 	}
 	for _, claim := range m.Claims {
-		i := slices.IndexFunc(v.byClaim[claim], func(p *corev1.Pod) bool { return p.Spec.NodeName != n.Name && podReady(p) })
+		i := slices.IndexFunc(v.byClaim[claim], func(p *cachedpod.Pod) bool { return p.NodeName != n.Name && podReady(p) })
 		if i < 0 {
 			return false, "claim " + claim + " has no Ready replacement on another node yet", nil
 		}
-		runs := v.byClaim[claim][i].Spec.NodeName
+		runs := v.byClaim[claim][i].NodeName
 		pv, err := claimVolume(ctx, v.client, claim)
 		if err != nil {
 			return false, "", err
@@ -801,11 +803,11 @@ func (r *Reconciler) replaced(ctx context.Context, v *memberView, n *corev1.Node
 	return true, "", nil
 }
 
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+func podReady(p *cachedpod.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Phase != corev1.PodRunning {
 		return false
 	}
-	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+	return slices.ContainsFunc(p.Conditions, func(c corev1.PodCondition) bool {
 		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/fencing"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 	fpolicy "github.com/fedfailover/fedfailover/internal/policy"
@@ -37,9 +38,9 @@ type memberView struct {
 	kfc      *kubefedv1beta1.KubeFedCluster
 	policy   *v1alpha1.FailoverPolicy // nil: no policy with node recovery on
 	nodes    []*corev1.Node
-	pods     map[string][]*corev1.Pod // by node
+	pods     map[string][]*cachedpod.Pod // by node
 	vas      map[string][]*storagev1.VolumeAttachment
-	byClaim  map[string][]*corev1.Pod
+	byClaim  map[string][]*cachedpod.Pod
 	machines map[string]*clusterv1.Machine
 	// machineClients reach the API server of the Machines (host or
 	// management cluster); machinesUnavailable says why the member's
@@ -88,8 +89,8 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 	if err := r.ensureWatches(ctx, cluster); err != nil {
 		return nil, err
 	}
-	v := &memberView{cluster: cluster, client: cl, pods: map[string][]*corev1.Pod{},
-		vas: map[string][]*storagev1.VolumeAttachment{}, byClaim: map[string][]*corev1.Pod{}}
+	v := &memberView{cluster: cluster, client: cl, pods: map[string][]*cachedpod.Pod{},
+		vas: map[string][]*storagev1.VolumeAttachment{}, byClaim: map[string][]*cachedpod.Pod{}}
 	if v.kfc, v.policy, err = r.policyFor(ctx, cluster); err != nil {
 		return nil, err
 	}
@@ -121,9 +122,9 @@ func (r *Reconciler) load(ctx context.Context, cluster string) (*memberView, err
 	for _, n := range v.nodes {
 		v.sightings[n.Name] = r.sightings.observe(cluster, n, now)
 	}
-	err = member.VisitCached(ctx, cl, "", func(p *corev1.Pod) {
-		if p.Spec.NodeName != "" {
-			v.pods[p.Spec.NodeName] = append(v.pods[p.Spec.NodeName], p)
+	err = member.VisitCached(ctx, cl, "", func(p *cachedpod.Pod) {
+		if p.NodeName != "" {
+			v.pods[p.NodeName] = append(v.pods[p.NodeName], p)
 		}
 		for _, c := range podClaims(p) {
 			v.byClaim[c] = append(v.byClaim[c], p)
@@ -196,7 +197,7 @@ func newPodScope(ctx context.Context, r client.Reader, nr *v1alpha1.NodeRecovery
 	return out, nil
 }
 
-func (s podScope) matches(p *corev1.Pod) bool {
+func (s podScope) matches(p *cachedpod.Pod) bool {
 	o := fpolicy.Object{Labels: p.Labels, Namespace: p.Namespace}
 	if s.nsLabels != nil {
 		l, ok := s.nsLabels[p.Namespace]
@@ -209,8 +210,8 @@ func (s podScope) matches(p *corev1.Pod) bool {
 }
 
 // inScope lists the in-scope pods bound to the node.
-func inScope(v *memberView, node string) []*corev1.Pod {
-	var out []*corev1.Pod
+func inScope(v *memberView, node string) []*cachedpod.Pod {
+	var out []*cachedpod.Pod
 	for _, p := range v.pods[node] {
 		if v.scope.matches(p) {
 			out = append(out, p)
@@ -221,9 +222,9 @@ func inScope(v *memberView, node string) []*corev1.Pod {
 
 // podClaims returns the namespace/name of every claim a pod mounts
 // (ephemeral volumes' claims are named <pod>-<volume>).
-func podClaims(p *corev1.Pod) []string {
+func podClaims(p *cachedpod.Pod) []string {
 	var out []string
-	for _, v := range p.Spec.Volumes {
+	for _, v := range p.Volumes {
 		switch {
 		case v.PersistentVolumeClaim != nil:
 			out = append(out, p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
@@ -235,7 +236,7 @@ func podClaims(p *corev1.Pod) []string {
 }
 
 // claimsOf lists, sorted and unique, the claims of pods.
-func claimsOf(pods []*corev1.Pod) []string {
+func claimsOf(pods []*cachedpod.Pod) []string {
 	var out []string
 	for _, p := range pods {
 		out = append(out, podClaims(p)...)

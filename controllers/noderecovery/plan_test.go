@@ -12,6 +12,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -323,7 +324,7 @@ func TestMachineOwner(t *testing.T) {
 func TestOrphanNodes(t *testing.T) {
 	v := &memberView{
 		nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}},
-		pods:  map[string][]*corev1.Pod{"a": nil, "gone": nil},
+		pods:  map[string][]*cachedpod.Pod{"a": nil, "gone": nil},
 		vas:   map[string][]*storagev1.VolumeAttachment{"gone": nil, "gone2": nil, "a": nil},
 	}
 	if got := orphanNodes(v); !slices.Equal(got, []string{"gone", "gone2"}) {

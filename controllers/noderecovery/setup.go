@@ -24,6 +24,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/defaults"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -171,6 +172,6 @@ func readyStatus(n *corev1.Node) string {
 
 // podWithClaims keeps the pods whose replacements are tracked.
 var podWithClaims = predicate.NewPredicateFuncs(func(o client.Object) bool {
-	p, ok := o.(*corev1.Pod)
+	p, ok := o.(*cachedpod.Pod)
 	return !ok || len(podClaims(p)) > 0
 })

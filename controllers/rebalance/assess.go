@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 	"github.com/fedfailover/fedfailover/internal/wake"
@@ -163,16 +164,13 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 
 // anyUnschedulable: some pod not being deleted and not bound to a node is
 // Unschedulable.
-func anyUnschedulable(pods []corev1.Pod) bool {
-	for i := range pods {
-		p := &pods[i]
-		if p.DeletionTimestamp != nil || p.Spec.NodeName != "" {
+func anyUnschedulable(pods []*cachedpod.Pod) bool {
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.NodeName != "" {
 			continue
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return true
-			}
+		if c := p.Condition(corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
 		}
 	}
 	return false
@@ -180,17 +178,14 @@ func anyUnschedulable(pods []corev1.Pod) bool {
 
 // runningPods counts pods that run, are Ready and are not being deleted:
 // make-before-break shrinks the others only once these serve.
-func runningPods(pods []corev1.Pod) int64 {
+func runningPods(pods []*cachedpod.Pod) int64 {
 	var n int64
-	for i := range pods {
-		p := &pods[i]
-		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+	for _, p := range pods {
+		if p.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				n++
-			}
+		if c := p.Condition(corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
+			n++
 		}
 	}
 	return n

@@ -159,7 +159,7 @@ func (f *fakeMembers) PodUsage(ctx context.Context, c string) (*capacity.Usage, 
 	}
 	u := capacity.NewUsage()
 	for i := range pods.Items {
-		u.Add(&pods.Items[i])
+		u.Add(member.CompactPod(&pods.Items[i]))
 	}
 	if f.usage == nil {
 		f.usage, f.stale = map[string]*capacity.Usage{}, map[string]bool{}

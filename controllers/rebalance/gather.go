@@ -22,6 +22,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/kubefedhealth"
 	"github.com/fedfailover/fedfailover/internal/metrics"
@@ -204,7 +205,7 @@ func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload
 // the cache's own (member.VisitCached), for reading during this pass only:
 // with many RSPs planned at once, a copy of every Node per pass was most of
 // the heap.
-func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) ([]*corev1.Node, []*corev1.Pod, *capacity.Usage, error) {
+func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) ([]*corev1.Node, []*cachedpod.Pod, *capacity.Usage, error) {
 	rd, err := r.members.GetReader(ctx, cluster)
 	if err != nil {
 		return nil, nil, nil, err
@@ -214,11 +215,11 @@ func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) ([]*cor
 		return nil, nil, nil, err
 	}
 	var nodes []*corev1.Node
-	var pods []*corev1.Pod
+	var pods []*cachedpod.Pod
 	if err := member.VisitCached(ctx, rd, "", func(n *corev1.Node) { nodes = append(nodes, n) }); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	if err := member.VisitCached(ctx, rd, ns, func(p *corev1.Pod) { pods = append(pods, p) }); err != nil {
+	if err := member.VisitCached(ctx, rd, ns, func(p *cachedpod.Pod) { pods = append(pods, p) }); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	return nodes, pods, usage, nil

@@ -5,11 +5,12 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
 // Workload pods are found by owner chain: the pods whose controller is the
@@ -96,15 +97,15 @@ func currentReplicaSet(d *appsv1.Deployment, sets []appsv1.ReplicaSet) *appsv1.R
 	return nil
 }
 
-// ownedPods copies the pods in ns whose controller has the given UID.
-func ownedPods(pods []*corev1.Pod, ns string, owner types.UID) []corev1.Pod {
+// ownedPods are the pods in ns whose controller has the given UID.
+func ownedPods(pods []*cachedpod.Pod, ns string, owner types.UID) []*cachedpod.Pod {
 	if owner == "" {
 		return nil
 	}
-	var out []corev1.Pod
+	var out []*cachedpod.Pod
 	for _, p := range pods {
 		if p.Namespace == ns && controlledBy(p.OwnerReferences, owner) {
-			out = append(out, *p)
+			out = append(out, p)
 		}
 	}
 	return out

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
 // podHandler maps a member pod's change to the RSP of its own workload:
@@ -87,14 +89,14 @@ func controllerReplicaSet(o client.Object) string {
 
 // freesRoom: the pod stopped taking room on its node (it finished).
 func freesRoom(oldObj, newObj client.Object) bool {
-	o, okO := oldObj.(*corev1.Pod)
-	n, okN := newObj.(*corev1.Pod)
+	o, okO := oldObj.(*cachedpod.Pod)
+	n, okN := newObj.(*cachedpod.Pod)
 	if !okO || !okN {
 		return false
 	}
 	return !terminal(o) && terminal(n)
 }
 
-func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+func terminal(p *cachedpod.Pod) bool {
+	return p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed
 }

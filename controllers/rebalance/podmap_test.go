@@ -12,6 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
+
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
 func TestWorkloadNames(t *testing.T) {
@@ -55,9 +58,10 @@ func TestPodEventsPassTheirOwnRSP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pod := func(owner, hash string, phase corev1.PodPhase) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner + "-x", OwnerReferences: controllerRef("ReplicaSet", owner, "u"),
-			Labels: map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}}, Status: corev1.PodStatus{Phase: phase}}
+	// The events carry what the member caches hold.
+	pod := func(owner, hash string, phase corev1.PodPhase) *cachedpod.Pod {
+		return member.CompactPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner + "-x", OwnerReferences: controllerRef("ReplicaSet", owner, "u"),
+			Labels: map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}}, Status: corev1.PodStatus{Phase: phase}})
 	}
 	webPending, webRunning := pod("web-5c", "5c", corev1.PodPending), pod("web-5c", "5c", corev1.PodRunning)
 	all := []string{"api", "db", "web"}

@@ -13,6 +13,8 @@ import (
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/contract"
 	"github.com/fedfailover/fedfailover/internal/planner"
 	"github.com/fedfailover/fedfailover/internal/policystatus"
@@ -151,15 +153,24 @@ func TestUnschedulableAndRunning(t *testing.T) {
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 	notReady := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	pods := []corev1.Pod{pending(t0.Add(3 * time.Second)), pending(t0), deleting, running, notReady}
-	if !anyUnschedulable(pods) {
+	if !anyUnschedulable(compact(pods...)) {
 		t.Error("anyUnschedulable false with two Unschedulable pods")
 	}
-	if anyUnschedulable([]corev1.Pod{running, deleting}) {
+	if anyUnschedulable(compact(running, deleting)) {
 		t.Error("anyUnschedulable true with only a running pod and a deleting one")
 	}
-	if got := runningPods(pods); got != 1 {
+	if got := runningPods(compact(pods...)); got != 1 {
 		t.Errorf("running %d, want 1", got)
 	}
+}
+
+// compact is the pods as the member caches keep them.
+func compact(pods ...corev1.Pod) []*cachedpod.Pod {
+	out := make([]*cachedpod.Pod, len(pods))
+	for i := range pods {
+		out[i] = member.CompactPod(&pods[i])
+	}
+	return out
 }
 
 func TestStoreNotifiesOnChangeOnly(t *testing.T) {

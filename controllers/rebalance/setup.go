@@ -33,6 +33,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/defaults"
 	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
@@ -258,20 +259,18 @@ var kubefedClusterChanged = predicate.TypedFuncs[*kubefedv1beta1.KubeFedCluster]
 // podChanged passes what changes a member's state for a workload: pods
 // appearing, going, being scheduled, running or being deleted.
 var podChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	o, okO := e.ObjectOld.(*corev1.Pod)
-	n, okN := e.ObjectNew.(*corev1.Pod)
+	o, okO := e.ObjectOld.(*cachedpod.Pod)
+	n, okN := e.ObjectNew.(*cachedpod.Pod)
 	if !okO || !okN {
 		return true
 	}
-	return o.Status.Phase != n.Status.Phase || o.Spec.NodeName != n.Spec.NodeName ||
+	return o.Phase != n.Phase || o.NodeName != n.NodeName ||
 		!o.DeletionTimestamp.Equal(n.DeletionTimestamp) || scheduledReason(o) != scheduledReason(n)
 }}
 
-func scheduledReason(p *corev1.Pod) string {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return string(c.Status) + c.Reason
-		}
+func scheduledReason(p *cachedpod.Pod) string {
+	if c := p.Condition(corev1.PodScheduled); c != nil {
+		return string(c.Status) + c.Reason
 	}
 	return ""
 }

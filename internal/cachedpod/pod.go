@@ -61,7 +61,8 @@ func (p *Pod) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	out := &Pod{TypeMeta: p.TypeMeta, NodeName: p.NodeName, Phase: p.Phase}
-	p.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	meta := &p.ObjectMeta
+	meta.DeepCopyInto(&out.ObjectMeta)
 	if p.Volumes != nil {
 		out.Volumes = make([]corev1.Volume, len(p.Volumes))
 		for i := range p.Volumes {

@@ -105,28 +105,30 @@ func (u *nodeUsage) sub(l corev1.ResourceList) {
 func boundPods(pods []corev1.Pod) map[string]*nodeUsage {
 	byNode := map[string]*nodeUsage{}
 	for i := range pods {
-		addPod(byNode, &pods[i])
+		p := &pods[i]
+		addPod(byNode, p.Spec.NodeName, p.Status.Phase, PodRequests(&p.Spec))
 	}
 	return byNode
 }
 
 // holdsRoom: the pod is bound and not finished, so the scheduler counts it
 // on its node.
-func holdsRoom(p *corev1.Pod) bool {
-	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+func holdsRoom(node string, phase corev1.PodPhase) bool {
+	return node != "" && phase != corev1.PodSucceeded && phase != corev1.PodFailed
 }
 
-func addPod(byNode map[string]*nodeUsage, p *corev1.Pod) {
-	if !holdsRoom(p) {
+// addPod counts a pod bound to node, in phase, with those requests.
+func addPod(byNode map[string]*nodeUsage, node string, phase corev1.PodPhase, requests corev1.ResourceList) {
+	if !holdsRoom(node, phase) {
 		return
 	}
-	u := byNode[p.Spec.NodeName]
+	u := byNode[node]
 	if u == nil {
 		u = &nodeUsage{}
-		byNode[p.Spec.NodeName] = u
+		byNode[node] = u
 	}
 	u.pods++
-	u.add(PodRequests(&p.Spec))
+	u.add(requests)
 }
 
 // freeOn is allocatable minus usage, never negative. A node without a pods

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
 // Usage is what a member's pods take on each of its nodes, kept up to date
@@ -22,40 +24,40 @@ type Usage struct {
 func NewUsage() *Usage { return &Usage{byNode: map[string]*nodeUsage{}} }
 
 // Add counts a pod that appeared.
-func (u *Usage) Add(p *corev1.Pod) {
+func (u *Usage) Add(p *cachedpod.Pod) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	addPod(u.byNode, p)
+	addPod(u.byNode, p.NodeName, p.Phase, p.RequestList())
 }
 
 // Update replaces a pod's old state by its new one.
-func (u *Usage) Update(oldPod, newPod *corev1.Pod) {
+func (u *Usage) Update(oldPod, newPod *cachedpod.Pod) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.removeLocked(oldPod)
-	addPod(u.byNode, newPod)
+	addPod(u.byNode, newPod.NodeName, newPod.Phase, newPod.RequestList())
 }
 
 // Delete uncounts a pod that went.
-func (u *Usage) Delete(p *corev1.Pod) {
+func (u *Usage) Delete(p *cachedpod.Pod) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.removeLocked(p)
 }
 
-func (u *Usage) removeLocked(p *corev1.Pod) {
-	if !holdsRoom(p) {
+func (u *Usage) removeLocked(p *cachedpod.Pod) {
+	if !holdsRoom(p.NodeName, p.Phase) {
 		return
 	}
-	n := u.byNode[p.Spec.NodeName]
+	n := u.byNode[p.NodeName]
 	if n == nil {
 		return
 	}
 	n.pods--
-	n.sub(PodRequests(&p.Spec))
+	n.sub(p.RequestList())
 	if n.pods <= 0 {
 		// Nothing left on the node (a node that went must not stay here).
-		delete(u.byNode, p.Spec.NodeName)
+		delete(u.byNode, p.NodeName)
 	}
 }
 

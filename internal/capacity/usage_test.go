@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
 // TestUsageAgreesWithFit replays random pod events (bind, finish, move,
@@ -32,14 +34,14 @@ func TestUsageAgreesWithFit(t *testing.T) {
 			case !exists:
 				p := draw()
 				pods[name] = p
-				u.Add(&p)
+				u.Add(cached(&p))
 			case rng.IntN(4) == 0:
 				delete(pods, name)
-				u.Delete(&old)
+				u.Delete(cached(&old))
 			default:
 				p := draw()
 				pods[name] = p
-				u.Update(&old, &p)
+				u.Update(cached(&old), cached(&p))
 			}
 			list := make([]corev1.Pod, 0, len(pods))
 			for _, p := range pods {
@@ -61,11 +63,11 @@ func TestUsageAgreesWithFit(t *testing.T) {
 func TestUsageForgetsANodeWhosePodsWent(t *testing.T) {
 	u := NewUsage()
 	p := boundPod("gone", corev1.PodRunning, "1", "1Gi")
-	u.Add(&p)
+	u.Add(cached(&p))
 	if len(u.byNode) != 1 {
 		t.Fatalf("usage on %d nodes after one pod, want 1", len(u.byNode))
 	}
-	u.Delete(&p)
+	u.Delete(cached(&p))
 	if len(u.byNode) != 0 {
 		t.Fatalf("usage on %d nodes after the pod went, want 0", len(u.byNode))
 	}
@@ -120,7 +122,7 @@ func BenchmarkUsageFitGoalMember(b *testing.B) {
 	nodes, pods := goalMember()
 	u := NewUsage()
 	for i := range pods {
-		u.Add(&pods[i])
+		u.Add(cached(&pods[i]))
 	}
 	ptrs := pointersTo(nodes)
 	spec := template("200m", "256Mi")
@@ -128,4 +130,11 @@ func BenchmarkUsageFitGoalMember(b *testing.B) {
 	for b.Loop() {
 		u.Fit(ptrs, spec)
 	}
+}
+
+// cached is p as a member cache keeps it, for what Usage reads: node,
+// phase and the effective requests.
+func cached(p *corev1.Pod) *cachedpod.Pod {
+	return &cachedpod.Pod{NodeName: p.Spec.NodeName, Phase: p.Status.Phase,
+		Requests: &corev1.ResourceRequirements{Requests: PodRequests(&p.Spec)}}
 }

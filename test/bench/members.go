@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/lab"
 )
@@ -285,7 +286,7 @@ func measureFedfailover(ctx context.Context, kubeconfig, memberName string) (mea
 		return measurement{}, err
 	}
 	m.RSSMB = after - before
-	m.Nodes, m.Pods, err = countCached(ctx, reader)
+	m.Nodes, m.Pods, err = countMemberCached(ctx, reader)
 	return m, err
 }
 
@@ -332,6 +333,8 @@ func measurePlain(ctx context.Context, kubeconfig, memberName string) (measureme
 	return m, err
 }
 
+// countCached counts the Nodes and Pods a plain controller-runtime cache
+// holds.
 func countCached(ctx context.Context, r client.Reader) (nodes, pods int, err error) {
 	var nl corev1.NodeList
 	if err := r.List(ctx, &nl); err != nil {
@@ -342,6 +345,18 @@ func countCached(ctx context.Context, r client.Reader) (nodes, pods int, err err
 		return 0, 0, err
 	}
 	return len(nl.Items), len(pl.Items), nil
+}
+
+// countMemberCached counts the Nodes and Pods a member cache holds (its
+// pods are cachedpod.Pods, which only VisitCached reads).
+func countMemberCached(ctx context.Context, r client.Reader) (nodes, pods int, err error) {
+	if err := member.VisitCached(ctx, r, "", func(*corev1.Node) { nodes++ }); err != nil {
+		return 0, 0, err
+	}
+	if err := member.VisitCached(ctx, r, "", func(*cachedpod.Pod) { pods++ }); err != nil {
+		return 0, 0, err
+	}
+	return nodes, pods, nil
 }
 
 // waitPodsRunning waits (at most 5 minutes) until kwok reports want pods

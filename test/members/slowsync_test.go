@@ -18,9 +18,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/transport"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
 const mSyncDuration = "fedfailover_member_cache_sync_duration_seconds"
@@ -279,10 +279,10 @@ func slowFirstListConnects(t *testing.T, starveProbes bool) {
 	})
 	c, err := h.cache.GetReader(context.Background(), name)
 	must(t, err)
-	var pods corev1.PodList
-	must(t, c.List(context.Background(), &pods, client.InNamespace("default")))
-	if len(pods.Items) < 30 {
-		t.Errorf("%d pods in the cache, want at least 30", len(pods.Items))
+	var pods int
+	must(t, member.VisitCached(context.Background(), c, "default", func(*cachedpod.Pod) { pods++ }))
+	if pods < 30 {
+		t.Errorf("%d pods in the cache, want at least 30", pods)
 	}
 }
 
@@ -380,7 +380,14 @@ func TestUnansweredProbesKeepTheSyncedCache(t *testing.T) {
 	r, err := h.cache.GetReader(ctx, "busy")
 	must(t, err)
 	eventually(t, 5*time.Second, "the pod created meanwhile cached", func() error {
-		return r.Get(ctx, client.ObjectKey{Namespace: "default", Name: "busy-0"}, &corev1.Pod{})
+		found := false
+		if err := member.VisitCached(ctx, r, "default", func(p *cachedpod.Pod) { found = found || p.Name == "busy-0" }); err != nil {
+			return err
+		}
+		if !found {
+			return errorf("default/busy-0 not cached")
+		}
+		return nil
 	})
 
 	// Probes unanswered and the watches idle past the stall timeout: torn

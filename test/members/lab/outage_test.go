@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
+	"github.com/fedfailover/fedfailover/internal/cachedpod"
 	poller "github.com/fedfailover/fedfailover/test/poll"
 )
 
@@ -109,14 +110,22 @@ func TestLabMemberBackFromOutageIsConnectedOnlyWithACurrentCache(t *testing.T) {
 	})
 }
 
-// cachedPod reads a pod of namespace default from the member's cache: it
-// errs with member.ErrNotConnected while the member is not connected.
+// cachedPod finds a pod of namespace default in the member's cache: it
+// errs with member.ErrNotConnected while the member is not connected, and
+// with a NotFound error when the cache does not hold the pod.
 func cachedPod(ctx context.Context, members *member.Cache, cluster, name string) error {
 	rd, err := members.GetReader(ctx, cluster)
 	if err != nil {
 		return err
 	}
-	return rd.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: name}, &corev1.Pod{})
+	found := false
+	if err := member.VisitCached(ctx, rd, metav1.NamespaceDefault, func(p *cachedpod.Pod) { found = found || p.Name == name }); err != nil {
+		return err
+	}
+	if !found {
+		return apierrors.NewNotFound(corev1.Resource("pods"), name)
+	}
+	return nil
 }
 
 func outagePod(name string) *corev1.Pod {

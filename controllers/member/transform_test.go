@@ -85,39 +85,13 @@ func answersOf(t *testing.T, p *corev1.Pod) podAnswers {
 	return a
 }
 
-// cachedAnswers is answersOf for the pod a member cache keeps, read as the
-// readers read it.
+// cachedAnswers is answersOf for the pod a member cache keeps: each of its
+// fields in the place of the typed Pod's field it keeps.
 func cachedAnswers(t *testing.T, p *cachedpod.Pod) podAnswers {
 	t.Helper()
-	a := podAnswers{Key: p.Namespace + "/" + p.Name, UID: p.UID, NodeName: p.NodeName, Phase: p.Phase,
-		Deleting: p.DeletionTimestamp != nil, Requests: map[corev1.ResourceName]string{}}
-	if c := p.Condition(corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
-		a.Ready = true
-	}
-	if c := p.Condition(corev1.PodScheduled); c != nil {
-		a.ScheduledReason = string(c.Status) + c.Reason
-		a.Unschedulable = c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-	}
-	for _, v := range p.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			a.Claims = append(a.Claims, p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
-		case v.Ephemeral != nil:
-			a.Claims = append(a.Claims, p.Namespace+"/"+p.Name+"-"+v.Name)
-		}
-	}
-	a.DaemonSet = slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" })
-	for _, s := range testSelectors {
-		sel, err := labels.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.Selected = append(a.Selected, sel.Matches(labels.Set(p.Labels)))
-	}
-	for name, q := range p.RequestList() {
-		a.Requests[name] = q.String()
-	}
-	return a
+	return answersOf(t, &corev1.Pod{ObjectMeta: p.ObjectMeta,
+		Spec:   corev1.PodSpec{NodeName: p.NodeName, Volumes: p.Volumes, Resources: p.Requests},
+		Status: corev1.PodStatus{Phase: p.Phase, Conditions: p.Conditions}})
 }
 
 // testPods covers the pod shapes decisions distinguish.

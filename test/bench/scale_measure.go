@@ -73,6 +73,9 @@ type scResult struct {
 	HostOtherWrites float64 `json:"host_writes_without_leader_election_per_second"`
 	LoadAvg1        float64 `json:"load_average_1m"`
 	LoadAvg5        float64 `json:"load_average_5m"`
+	// Pressure is how long tasks stalled on CPU and on I/O in the steady
+	// window (nil where the kernel does not report it).
+	Pressure *scPressure `json:"pressure_over_steady_window,omitempty"`
 
 	Taint *scLatency `json:"evidence_to_taint"`
 	Shift *scLatency `json:"exhaustion_to_rsp_shift"`
@@ -430,6 +433,7 @@ func (b *scBench) steady(ctx context.Context, ms scManagers, r *scResult) error 
 	if err != nil {
 		return err
 	}
+	stall0, stallOK := readStallTotals()
 	s0, l0, c0, t0, err := read(true)
 	if err == nil {
 		err = sleepCtx(ctx, b.o.steady)
@@ -451,6 +455,9 @@ func (b *scBench) steady(ctx context.Context, ms scManagers, r *scResult) error 
 	}
 	r.SteadyLab = &rig
 	r.LoadAvg1, r.LoadAvg5 = loadAvg()
+	if stall1, ok := readStallTotals(); ok && stallOK {
+		r.Pressure = pressureOver(stall0, stall1, t1.Sub(t0))
+	}
 	secs := t1.Sub(t0).Seconds()
 	r.SteadySeconds = round1(secs)
 	cpu := 0.0
@@ -485,6 +492,7 @@ func (b *scBench) steady(ctx context.Context, ms scManagers, r *scResult) error 
 	r.HostOtherWrites = round3(max(hostWrites-(l1-l0), 0) / secs)
 	b.progress("steady: manager CPU %.2f%% of a core, member writes %.3f/s, host writes %.3f/s (%.3f/s leader election); rig CPU %.1f%% of a core, load %.2f",
 		r.CPUPercent, r.MemberWrites, r.Requests[lab.HostName].Writes, r.HostLeaseWrites, r.SteadyLab.Rig.CPUPercent, r.LoadAvg1)
+	b.progress("stalls over the steady window (/proc/pressure; the load average counts tasks waiting on I/O too): %s", r.Pressure)
 	return nil
 }
 

@@ -191,7 +191,10 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		}
 	}
 	cached, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Scheme: scheme, Mapper: mapper,
-		Cache: &client.CacheOptions{Reader: fallbackReader{cache: c.cache, live: live}}})
+		// Pods are read live: the cache holds cachedpod.Pods, which
+		// controller-runtime's cached reader cannot hand out as corev1.Pods
+		// (passes visit them instead: VisitCached).
+		Cache: &client.CacheOptions{Reader: fallbackReader{cache: c.cache, live: live}, DisableFor: []client.Object{&corev1.Pod{}}}})
 	if err != nil {
 		return nil, fmt.Errorf("creating cached client: %w", err)
 	}
@@ -359,13 +362,7 @@ type fallbackReader struct {
 	live  client.Reader
 }
 
-// Pods are read live: the cache holds cachedpod.Pods, which controller-runtime's
-// cached reader cannot hand out as corev1.Pods (passes visit them instead:
-// VisitCached).
 func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*corev1.Pod); ok {
-		return r.live.Get(ctx, key, obj, opts...)
-	}
 	err := r.cache.Get(ctx, key, obj, opts...)
 	if errors.As(err, new(*cache.ErrResourceNotCached)) {
 		return r.live.Get(ctx, key, obj, opts...)
@@ -374,9 +371,6 @@ func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj clien
 }
 
 func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if _, ok := list.(*corev1.PodList); ok {
-		return r.live.List(ctx, list, opts...)
-	}
 	err := r.cache.List(ctx, list, opts...)
 	if errors.As(err, new(*cache.ErrResourceNotCached)) {
 		return r.live.List(ctx, list, opts...)

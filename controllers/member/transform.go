@@ -58,11 +58,13 @@ func transformPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // tombstones pass through
 	}
-	return compactPod(p), nil
+	return CompactPod(p), nil
 }
 
-// compactPod is the cachedpod.Pod the member caches keep of p.
-func compactPod(p *corev1.Pod) *cachedpod.Pod {
+// CompactPod is what a member cache keeps of p (also for readers that are no
+// member cache, the fakes of unit tests, so that they see what production
+// sees).
+func CompactPod(p *corev1.Pod) *cachedpod.Pod {
 	return &cachedpod.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: shared.str(p.APIVersion), Kind: shared.str(p.Kind)},
 		ObjectMeta: metav1.ObjectMeta{
@@ -84,11 +86,6 @@ func compactPod(p *corev1.Pod) *cachedpod.Pod {
 		Conditions: decisionConditions(p.Status.Conditions),
 	}
 }
-
-// CompactPod is what a member cache keeps of p: for readers that are no
-// member cache (the fakes of unit tests), so that they see what production
-// sees.
-func CompactPod(p *corev1.Pod) *cachedpod.Pod { return compactPod(p) }
 
 // claimVolumes keeps the volumes backed by a claim, with only what names
 // the claim, shared between pods with the same ones (a Deployment's shared

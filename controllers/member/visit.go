@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -105,8 +104,12 @@ func visitList[O client.Object](ctx context.Context, r client.Reader, k cachedKi
 		return err
 	}
 	return meta.EachListItem(list, func(item runtime.Object) error {
-		if p, isPod := item.(*corev1.Pod); isPod {
-			item = compactPod(p)
+		if k.held != nil { // the kind's transform makes what the cache holds
+			t, err := k.transform(item)
+			if err != nil {
+				return err
+			}
+			item = t.(runtime.Object)
 		}
 		o, ok := item.(O)
 		if !ok {

@@ -141,6 +141,18 @@ func TestVisitCachedReadsTheMemberCache(t *testing.T) {
 		t.Fatal("member cache not synced after 30 s")
 	}
 
+	// The member client reads a Pod live, whole: the cache holds compact pods.
+	var whole corev1.Pod
+	must(conn.client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "a"}, &whole))
+	if len(whole.Spec.Containers) != 1 {
+		t.Errorf("pod read through the member client has %d containers, want the live pod's 1", len(whole.Spec.Containers))
+	}
+	var all corev1.PodList
+	must(conn.client.List(ctx, &all))
+	if len(all.Items) != 3 {
+		t.Errorf("pods listed through the member client: %d, want 3", len(all.Items))
+	}
+
 	for _, tc := range []struct {
 		name string
 		r    client.Reader

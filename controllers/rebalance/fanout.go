@@ -42,8 +42,7 @@ func (f *fanOut) trigger() {
 	}
 	f.open = true
 	f.mu.Unlock()
-	f.emit()
-	time.AfterFunc(f.window, f.windowEnded)
+	f.fire()
 }
 
 // windowEnded fans out what came in the window, and opens another.
@@ -56,6 +55,11 @@ func (f *fanOut) windowEnded() {
 	}
 	f.pending = false
 	f.mu.Unlock()
+	f.fire()
+}
+
+// fire fans out and opens a window.
+func (f *fanOut) fire() {
 	f.emit()
 	time.AfterFunc(f.window, f.windowEnded)
 }

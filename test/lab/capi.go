@@ -216,30 +216,32 @@ func (l *Lab) createMachine(ctx context.Context, host client.Client, cluster str
 	if err := host.Create(ctx, m); err != nil {
 		return fmt.Errorf("Machine %s: %w", n.Name, err)
 	}
-	yes := true
-	m.Status.Initialization.InfrastructureProvisioned = &yes
-	m.Status.Initialization.BootstrapDataSecretCreated = &yes
-	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: n.Name}
-	m.Status.Phase = string(clusterv1.MachinePhaseRunning)
-	m.Status.FailureDomain = n.Zone
-	m.Status.LastUpdated = metav1.Now()
-	m.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: n.Name}}
-	g := m.Generation
-	for _, cd := range []metav1.Condition{
-		cond(clusterv1.MachineBootstrapConfigReadyCondition, metav1.ConditionTrue, clusterv1.MachineBootstrapDataSecretProvidedReason, "", g),
-		cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionTrue, clusterv1.MachineInfrastructureReadyReason, "", g),
-		cond(clusterv1.MachineNodeReadyCondition, metav1.ConditionTrue, clusterv1.MachineNodeReadyReason, "", g),
-		cond(clusterv1.MachineNodeHealthyCondition, metav1.ConditionTrue, clusterv1.MachineNodeHealthyReason, "", g),
-		cond(clusterv1.MachineReadyCondition, metav1.ConditionTrue, clusterv1.MachineReadyReason, "", g),
-		cond(clusterv1.MachineAvailableCondition, metav1.ConditionTrue, clusterv1.MachineAvailableReason, "", g),
-		cond(clusterv1.MachineUpToDateCondition, metav1.ConditionTrue, clusterv1.MachineUpToDateReason, "", g),
-		cond(clusterv1.MachineDeletingCondition, metav1.ConditionFalse, clusterv1.MachineNotDeletingReason, "", g),
-		cond(clusterv1.PausedCondition, metav1.ConditionFalse, clusterv1.NotPausedReason, "", g),
-	} {
-		meta.SetStatusCondition(&m.Status.Conditions, cd)
-	}
-	m.Status.ObservedGeneration = g
-	return host.Status().Update(ctx, m)
+	// Through the retrying status update: the lab's machine sync may patch
+	// the new Machine's status between its create and this write.
+	return l.updateMachineStatus(ctx, n.Name, func(m *clusterv1.Machine) {
+		yes := true
+		m.Status.Initialization.InfrastructureProvisioned = &yes
+		m.Status.Initialization.BootstrapDataSecretCreated = &yes
+		m.Status.NodeRef = clusterv1.MachineNodeReference{Name: n.Name}
+		m.Status.Phase = string(clusterv1.MachinePhaseRunning)
+		m.Status.FailureDomain = n.Zone
+		m.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: n.Name}}
+		g := m.Generation
+		for _, cd := range []metav1.Condition{
+			cond(clusterv1.MachineBootstrapConfigReadyCondition, metav1.ConditionTrue, clusterv1.MachineBootstrapDataSecretProvidedReason, "", g),
+			cond(clusterv1.MachineInfrastructureReadyCondition, metav1.ConditionTrue, clusterv1.MachineInfrastructureReadyReason, "", g),
+			cond(clusterv1.MachineNodeReadyCondition, metav1.ConditionTrue, clusterv1.MachineNodeReadyReason, "", g),
+			cond(clusterv1.MachineNodeHealthyCondition, metav1.ConditionTrue, clusterv1.MachineNodeHealthyReason, "", g),
+			cond(clusterv1.MachineReadyCondition, metav1.ConditionTrue, clusterv1.MachineReadyReason, "", g),
+			cond(clusterv1.MachineAvailableCondition, metav1.ConditionTrue, clusterv1.MachineAvailableReason, "", g),
+			cond(clusterv1.MachineUpToDateCondition, metav1.ConditionTrue, clusterv1.MachineUpToDateReason, "", g),
+			cond(clusterv1.MachineDeletingCondition, metav1.ConditionFalse, clusterv1.MachineNotDeletingReason, "", g),
+			cond(clusterv1.PausedCondition, metav1.ConditionFalse, clusterv1.NotPausedReason, "", g),
+		} {
+			meta.SetStatusCondition(&m.Status.Conditions, cd)
+		}
+		m.Status.ObservedGeneration = g
+	})
 }
 
 // Machine returns the Machine of node.
@@ -333,8 +335,11 @@ func (l *Lab) clearEvidence(ctx context.Context, cluster string, n NodeState) er
 		return err
 	}
 	if m.DeletionTimestamp != nil {
+		// A patch, not an update: the lab's machine sync patches the status
+		// concurrently, and a stale resourceVersion must not fail a restore.
+		before := m.DeepCopy()
 		m.Finalizers = nil
-		if err := host.Update(ctx, m); err != nil {
+		if err := host.Patch(ctx, m, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 		if err := pollUntil(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {

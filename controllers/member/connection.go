@@ -89,7 +89,8 @@ type connection struct {
 	watches map[string]struct{}
 
 	// podUsage sums the cached pods' requests per node, from the pod
-	// informer's events; complete once podUsageSynced.
+	// informer's events; complete once podUsageSynced. The node informer's
+	// events tell it when its remembered estimates are out of date.
 	podUsage       *capacity.Usage
 	podUsageSynced func() bool
 
@@ -112,7 +113,7 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		return nil, fmt.Errorf("creating HTTP client: %w", err)
 	}
 	c := &connection{cfg: cfg, httpClient: httpClient, dialer: dialer, fence: fence, denials: den, done: make(chan struct{}),
-		counts: map[string]*atomic.Int64{}, watches: map[string]struct{}{}}
+		counts: map[string]*atomic.Int64{}, watches: map[string]struct{}{}, podUsage: capacity.NewUsage()}
 	defer func() {
 		if err != nil {
 			c.stop()
@@ -184,8 +185,13 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		}); err != nil {
 			return nil, fmt.Errorf("counting %ss: %w", k.name, err)
 		}
-		if k.name == "Pod" {
+		switch k.name {
+		case "Pod":
 			if err := c.keepPodUsage(inf); err != nil {
+				return nil, err
+			}
+		case "Node":
+			if err := c.forgetEstimatesOnNodeChanges(inf); err != nil {
 				return nil, err
 			}
 		}
@@ -221,9 +227,29 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 	return c, nil
 }
 
+// forgetEstimatesOnNodeChanges tells podUsage of every node change an
+// estimate reads (capacity.NodeFitChanged): its remembered estimates are
+// made again. A status heartbeat keeps them.
+func (c *connection) forgetEstimatesOnNodeChanges(inf cache.Informer) error {
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.podUsage.NodesChanged() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okO := oldObj.(*corev1.Node)
+			n, okN := newObj.(*corev1.Node)
+			if !okO || !okN || capacity.NodeFitChanged(o, n) {
+				c.podUsage.NodesChanged()
+			}
+		},
+		DeleteFunc: func(any) { c.podUsage.NodesChanged() },
+	})
+	if err != nil {
+		return fmt.Errorf("following node changes: %w", err)
+	}
+	return nil
+}
+
 // keepPodUsage feeds the pod informer's events into podUsage.
 func (c *connection) keepPodUsage(inf cache.Informer) error {
-	c.podUsage = capacity.NewUsage()
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if p, ok := obj.(*cachedpod.Pod); ok {

@@ -166,7 +166,7 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 	if err := watch(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
 		return observation{}, err
 	}
-	nodes, pods, usage, err := r.readMember(ctx, cluster, ns)
+	rd, pods, usage, err := r.readMember(ctx, cluster, ns)
 	if err != nil {
 		// Unreadable counts as unhealthy: its replicas move once that lasts
 		// clusterFailedAfter.
@@ -179,7 +179,11 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
 	}
 	mine := ownedPods(pods, ns, mw.Owner)
-	est := usage.Fit(nodes, w.spec)
+	est, err := usage.Estimate(w.spec, func() ([]*corev1.Node, error) { return cachedNodes(ctx, rd) })
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Member nodes unreadable; counted unhealthy", "error", err.Error())
+		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
+	}
 	for name, q := range est.Free {
 		v := float64(q.Value())
 		if name == corev1.ResourceCPU {
@@ -200,12 +204,10 @@ func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload
 	return workloadOwner(ctx, c, w.kind, types.NamespacedName{Namespace: ns, Name: w.name})
 }
 
-// readMember reads, from the member's cache, its Nodes, the Pods of
-// namespace ns and what all its pods take per node. The Nodes and Pods are
-// the cache's own (member.VisitCached), for reading during this pass only:
-// with many RSPs planned at once, a copy of every Node per pass was most of
-// the heap.
-func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) ([]*corev1.Node, []*cachedpod.Pod, *capacity.Usage, error) {
+// readMember returns the member's cache reader, the Pods of namespace ns
+// from it and what all its pods take per node. The Pods are the cache's own
+// (member.VisitCached), for reading during this pass only.
+func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) (client.Reader, []*cachedpod.Pod, *capacity.Usage, error) {
 	rd, err := r.members.GetReader(ctx, cluster)
 	if err != nil {
 		return nil, nil, nil, err
@@ -214,15 +216,22 @@ func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) ([]*cor
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var nodes []*corev1.Node
 	var pods []*cachedpod.Pod
-	if err := member.VisitCached(ctx, rd, "", func(n *corev1.Node) { nodes = append(nodes, n) }); err != nil {
-		return nil, nil, nil, fmt.Errorf("listing nodes: %w", err)
-	}
 	if err := member.VisitCached(ctx, rd, ns, func(p *cachedpod.Pod) { pods = append(pods, p) }); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
-	return nodes, pods, usage, nil
+	return rd, pods, usage, nil
+}
+
+// cachedNodes are the member cache's own Nodes, for an estimate made
+// during this pass: with many RSPs planned at once, a copy of every Node
+// per pass was most of the heap.
+func cachedNodes(ctx context.Context, rd client.Reader) ([]*corev1.Node, error) {
+	var nodes []*corev1.Node
+	if err := member.VisitCached(ctx, rd, "", func(n *corev1.Node) { nodes = append(nodes, n) }); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return nodes, nil
 }
 
 // sortedKeys returns a map's keys in order, so every pass is deterministic.

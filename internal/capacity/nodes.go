@@ -2,6 +2,8 @@ package capacity
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,23 @@ func Eligible(node *corev1.Node, spec *corev1.PodSpec) (bool, string) {
 		return false, "NodeAffinity"
 	}
 	return true, ""
+}
+
+// NodeFitChanged reports whether a node's update changes what Eligible and
+// an estimate read of it: Ready, unschedulable, taints, labels, name and
+// allocatable. A kubelet's status heartbeat changes none of them.
+func NodeFitChanged(old, cur *corev1.Node) bool {
+	return old.Name != cur.Name ||
+		nodecond.IsReady(old) != nodecond.IsReady(cur) ||
+		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
+		!slices.EqualFunc(old.Spec.Taints, cur.Spec.Taints, sameTaint) ||
+		!maps.Equal(old.Labels, cur.Labels) ||
+		!sameList(old.Status.Allocatable, cur.Status.Allocatable)
+}
+
+// sameTaint compares what tolerations read of a taint (not its time added).
+func sameTaint(a, b corev1.Taint) bool {
+	return a.Key == b.Key && a.Value == b.Value && a.Effect == b.Effect
 }
 
 // untoleratedTaint returns the first NoSchedule or NoExecute taint the pod

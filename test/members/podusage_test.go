@@ -87,3 +87,95 @@ func TestPodUsageFollowsTheMember(t *testing.T) {
 	must(t, m.client.Delete(ctx, before[1], client.GracePeriodSeconds(0)))
 	wantFits(6)
 }
+
+// TestRememberedEstimatesFollowTheMemberNodes: the estimates a member's
+// Usage remembers between changes are made again after every node change
+// an estimate reads, through the real member cache and its node informer:
+// a taint put on and taken off on the member's API server changes the
+// estimate within the poll, while a status heartbeat keeps the remembered
+// one (the nodes are not listed again).
+func TestRememberedEstimatesFollowTheMemberNodes(t *testing.T) {
+	f := env(t)
+	m := f.members["alpha"]
+	ctx := context.Background()
+	node := readyNode(t, m, "alpha-estimate")
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+		corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("20")}
+	must(t, m.client.Status().Update(ctx, node))
+	node.Spec.Taints = nil
+	node.Labels = map[string]string{"estimate-test": "only-this-node"}
+	must(t, m.client.Update(ctx, node))
+	// Only this node is eligible: 4 cores, 500m each.
+	spec := &corev1.PodSpec{NodeSelector: node.Labels, Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
+
+	h := startManager(t, f, testOptions())
+	f.join(t, "alpha", "alpha", nil)
+	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	listed := 0
+	estimate := func() (capacity.Estimate, error) {
+		usage, err := h.cache.PodUsage(ctx, "alpha")
+		if err != nil {
+			return capacity.Estimate{}, err
+		}
+		rd, err := h.cache.GetReader(ctx, "alpha")
+		if err != nil {
+			return capacity.Estimate{}, err
+		}
+		return usage.Estimate(spec, func() ([]*corev1.Node, error) {
+			listed++
+			var ptrs []*corev1.Node
+			err := member.VisitCached(ctx, rd, "", func(n *corev1.Node) { ptrs = append(ptrs, n) })
+			return ptrs, err
+		})
+	}
+	wantFits := func(want int64, after string) {
+		t.Helper()
+		eventually(t, 10*time.Second, fmt.Sprintf("%d replicas fit after %s", want, after), func() error {
+			est, err := estimate()
+			if err != nil {
+				return err
+			}
+			if est.Replicas != want {
+				return errorf("%d fit (ineligible %v)", est.Replicas, est.Ineligible)
+			}
+			return nil
+		})
+	}
+	// cachedAt waits until the member cache holds the node at rv.
+	cachedAt := func(rv string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "the cache holds the node at resourceVersion "+rv, func() error {
+			rd, err := h.cache.GetReader(ctx, "alpha")
+			if err != nil {
+				return err
+			}
+			n := &corev1.Node{}
+			if err := rd.Get(ctx, client.ObjectKeyFromObject(node), n); err != nil {
+				return err
+			}
+			if n.ResourceVersion != rv {
+				return errorf("cached at %s", n.ResourceVersion)
+			}
+			return nil
+		})
+	}
+	wantFits(8, "connecting")
+
+	must(t, m.client.Get(ctx, client.ObjectKeyFromObject(node), node))
+	node.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(node.Status.Conditions[0].LastHeartbeatTime.Add(time.Minute))
+	must(t, m.client.Status().Update(ctx, node))
+	cachedAt(node.ResourceVersion)
+	before := listed
+	wantFits(8, "a heartbeat")
+	if listed != before {
+		t.Fatalf("a status heartbeat made the estimate again (nodes listed %d more times)", listed-before)
+	}
+
+	node.Spec.Taints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
+	must(t, m.client.Update(ctx, node))
+	wantFits(0, "a NoSchedule taint")
+	node.Spec.Taints = nil
+	must(t, m.client.Update(ctx, node))
+	wantFits(8, "the taint's removal")
+}

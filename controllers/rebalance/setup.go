@@ -34,8 +34,8 @@ import (
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/cachedpod"
+	"github.com/fedfailover/fedfailover/internal/capacity"
 	"github.com/fedfailover/fedfailover/internal/defaults"
-	"github.com/fedfailover/fedfailover/internal/nodecond"
 )
 
 // +kubebuilder:rbac:groups=scheduling.kubefed.io,resources=replicaschedulingpreferences,verbs=get;list;watch;patch
@@ -275,15 +275,10 @@ func scheduledReason(p *cachedpod.Pod) string {
 	return ""
 }
 
-// nodeCapacityChanged drops heartbeats: only readiness, schedulability,
-// taints, labels and allocatable change the room for replicas.
+// nodeCapacityChanged drops heartbeats: only what an estimate reads of a
+// node (capacity.NodeFitChanged) changes the room for replicas.
 var nodeCapacityChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	o, okO := e.ObjectOld.(*corev1.Node)
 	n, okN := e.ObjectNew.(*corev1.Node)
-	if !okO || !okN {
-		return true
-	}
-	return nodecond.IsReady(o) != nodecond.IsReady(n) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
-		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
-		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
+	return !okO || !okN || capacity.NodeFitChanged(o, n)
 }}

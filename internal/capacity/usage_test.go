@@ -48,7 +48,7 @@ func TestUsageAgreesWithFit(t *testing.T) {
 				list = append(list, p)
 			}
 			got, exp := u.Fit(pointersTo(nodes), want), Fit(nodes, list, want)
-			if got.Replicas != exp.Replicas || got.EligibleNodes != exp.EligibleNodes || !sameFree(got.Free, exp.Free) {
+			if got.Replicas != exp.Replicas || got.EligibleNodes != exp.EligibleNodes || !sameList(got.Free, exp.Free) {
 				t.Fatalf("seed %d step %d: Usage %d replicas, free %v; Fit %d, free %v", seed, step, got.Replicas, got.Free, exp.Replicas, exp.Free)
 			}
 		}
@@ -79,19 +79,6 @@ func pointersTo(nodes []corev1.Node) []*corev1.Node {
 		out[i] = &nodes[i]
 	}
 	return out
-}
-
-func sameFree(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, q := range a {
-		o, ok := b[name]
-		if !ok || q.Cmp(o) != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // goalMember is one member at the scale goal: 2,000 nodes, 10 pods each.

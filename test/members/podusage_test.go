@@ -24,14 +24,7 @@ func TestPodUsageFollowsTheMember(t *testing.T) {
 	opts := testOptions()
 	m := f.members["alpha"]
 	ctx := context.Background()
-	node := readyNode(t, m, "alpha-usage")
-	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
-		corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("20")}
-	must(t, m.client.Status().Update(ctx, node))
-	// Without a node lifecycle controller, the not-ready taint admission
-	// put on the new Node stays: clear it, so the Node takes pods.
-	node.Spec.Taints = nil
-	must(t, m.client.Update(ctx, node))
+	node := schedulableNode(t, m, "alpha-usage", nil)
 	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
 	bound := func(name string) *corev1.Pod {
@@ -98,13 +91,7 @@ func TestRememberedEstimatesFollowTheMemberNodes(t *testing.T) {
 	f := env(t)
 	m := f.members["alpha"]
 	ctx := context.Background()
-	node := readyNode(t, m, "alpha-estimate")
-	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
-		corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("20")}
-	must(t, m.client.Status().Update(ctx, node))
-	node.Spec.Taints = nil
-	node.Labels = map[string]string{"estimate-test": "only-this-node"}
-	must(t, m.client.Update(ctx, node))
+	node := schedulableNode(t, m, "alpha-estimate", map[string]string{"estimate-test": "only-this-node"})
 	// Only this node is eligible: 4 cores, 500m each.
 	spec := &corev1.PodSpec{NodeSelector: node.Labels, Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
@@ -178,4 +165,21 @@ func TestRememberedEstimatesFollowTheMemberNodes(t *testing.T) {
 	node.Spec.Taints = nil
 	must(t, m.client.Update(ctx, node))
 	wantFits(8, "the taint's removal")
+}
+
+// schedulableNode is a Ready node with 4 cores, 8Gi and room for 20 pods,
+// labelled with labels, that takes pods.
+func schedulableNode(t *testing.T, m *memberEnv, name string, labels map[string]string) *corev1.Node {
+	t.Helper()
+	ctx := context.Background()
+	node := readyNode(t, m, name)
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"),
+		corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("20")}
+	must(t, m.client.Status().Update(ctx, node))
+	// Without a node lifecycle controller, the not-ready taint admission
+	// put on the new Node stays: clear it, so the Node takes pods.
+	node.Spec.Taints = nil
+	node.Labels = labels
+	must(t, m.client.Update(ctx, node))
+	return node
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -63,7 +64,7 @@ func TestEstimateFollowsEveryChange(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if exp := Fit(nodes, list, spec); got.Replicas != exp.Replicas || got.EligibleNodes != exp.EligibleNodes || !sameList(got.Free, exp.Free) {
+				if exp := Fit(nodes, list, spec); got.Replicas != exp.Replicas || got.EligibleNodes != exp.EligibleNodes || !equality.Semantic.DeepEqual(got.Free, exp.Free) {
 					t.Fatalf("seed %d step %d spec %d: remembered estimate %d replicas on %d nodes, free %v; Fit %d on %d, free %v",
 						seed, step, i, got.Replicas, got.EligibleNodes, got.Free, exp.Replicas, exp.EligibleNodes, exp.Free)
 				}

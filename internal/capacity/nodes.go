@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
@@ -50,7 +51,7 @@ func NodeFitChanged(old, cur *corev1.Node) bool {
 		old.Spec.Unschedulable != cur.Spec.Unschedulable ||
 		!slices.EqualFunc(old.Spec.Taints, cur.Spec.Taints, sameTaint) ||
 		!maps.Equal(old.Labels, cur.Labels) ||
-		!sameList(old.Status.Allocatable, cur.Status.Allocatable)
+		!equality.Semantic.DeepEqual(old.Status.Allocatable, cur.Status.Allocatable)
 }
 
 // sameTaint compares what tolerations read of a taint (not its time added).

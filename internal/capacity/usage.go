@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
@@ -73,21 +74,7 @@ func sameRoom(a, b *cachedpod.Pod) bool {
 	if !held {
 		return true
 	}
-	return a.NodeName == b.NodeName && sameList(a.RequestList(), b.RequestList())
-}
-
-// sameList: the same quantities of the same resources.
-func sameList(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, q := range a {
-		o, ok := b[name]
-		if !ok || q.Cmp(o) != 0 {
-			return false
-		}
-	}
-	return true
+	return a.NodeName == b.NodeName && equality.Semantic.DeepEqual(a.RequestList(), b.RequestList())
 }
 
 // Delete uncounts a pod that went.
@@ -102,8 +89,10 @@ func (u *Usage) Delete(p *cachedpod.Pod) {
 
 // NodesChanged forgets the remembered estimates: a node came, went, or
 // changed what an estimate reads of it (NodeFitChanged). The member cache's
-// node informer calls it after its store holds the change, so an estimate
-// remembered before it is never served after it.
+// node informer calls it after its store holds the change. A pass queued
+// by another handler of the same event can run before this one does and
+// get the estimate of before the change, as it can get the pod sums of
+// before a pod event: the next event or resync makes it again.
 func (u *Usage) NodesChanged() {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
@@ -48,7 +49,7 @@ func TestUsageAgreesWithFit(t *testing.T) {
 				list = append(list, p)
 			}
 			got, exp := u.Fit(pointersTo(nodes), want), Fit(nodes, list, want)
-			if got.Replicas != exp.Replicas || got.EligibleNodes != exp.EligibleNodes || !sameList(got.Free, exp.Free) {
+			if got.Replicas != exp.Replicas || got.EligibleNodes != exp.EligibleNodes || !equality.Semantic.DeepEqual(got.Free, exp.Free) {
 				t.Fatalf("seed %d step %d: Usage %d replicas, free %v; Fit %d, free %v", seed, step, got.Replicas, got.Free, exp.Replicas, exp.Free)
 			}
 		}

@@ -387,7 +387,34 @@ type RebalanceSpec struct {
 	// (and no "*" entry) never get replicas either way.
 	// +optional
 	AllowSpill bool `json:"allowSpill,omitempty"`
+
+	// Placement is when a member is capped for lack of room. Predictive
+	// (the default): as soon as the capacity estimate says the member
+	// cannot hold what the RSP assigns it (its bound replicas plus what
+	// fits), before its new replicas pend; the Unschedulable signal
+	// (capacityExhaustedAfter) stays the safety net for estimates that
+	// were wrong. Reactive: only on that signal.
+	// +optional
+	// +kubebuilder:default=Predictive
+	// +kubebuilder:validation:Enum=Predictive;Reactive
+	Placement PlacementMode `json:"placement,omitempty"`
 }
+
+// PlacementMode is when rebalance caps a member for lack of room.
+type PlacementMode string
+
+// Placement modes.
+const (
+	// PlacementPredictive caps a member from the capacity estimate.
+	PlacementPredictive PlacementMode = "Predictive"
+	// PlacementReactive caps a member only once its replicas are
+	// Unschedulable for capacityExhaustedAfter.
+	PlacementReactive PlacementMode = "Reactive"
+)
+
+// Predictive reports whether the policy caps members from the capacity
+// estimate; unset (a policy stored before the field) is the default.
+func (s RebalanceSpec) Predictive() bool { return s.Placement != PlacementReactive }
 
 // FailbackSpec controls how replicas return to a recovered member.
 type FailbackSpec struct {

@@ -43,6 +43,11 @@ type WorkloadSummary struct {
 	// Running counts the workload's Running, Ready, non-terminating pods.
 	// +optional
 	Running int64 `json:"running,omitempty"`
+	// Placed counts the workload's replicas bound to a node and not
+	// finished, of every revision, terminating ones included. A summary
+	// without it (written by an older version) makes no prediction.
+	// +optional
+	Placed *int64 `json:"placed,omitempty"`
 	// Fits is how many more replicas fit on the member's nodes.
 	// +optional
 	Fits int64 `json:"fits,omitempty"`

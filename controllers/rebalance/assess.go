@@ -29,6 +29,10 @@ type observation struct {
 	Running int64
 	// Fits is capacity.Fit's estimate for the workload's pod template.
 	Fits int64
+	// Placed counts the workload's pods of every revision bound to a node
+	// and not finished (placedPods); -1: not known (a summary of an older
+	// version), no prediction is made.
+	Placed int64
 	// Unschedulable: some pod of the workload, not being deleted, is
 	// Unschedulable. Only that it is, never since when: the member's
 	// timestamp is on the member's clock (capacityExhaustedAfter counts
@@ -135,7 +139,7 @@ func assessHealth(obs observation, prev contract.MemberTimers, spec v1alpha1.Reb
 		a.Since = timeOf(a.Marks.FailingSince)
 		return a
 	}
-	a.Member = planner.Member{State: planner.Healthy, Running: obs.Running, Fits: max(obs.Fits, 0), KubefedReady: true}
+	a.Member = planner.Member{State: planner.Healthy, Running: obs.Running, Fits: max(obs.Fits, 0), Placed: obs.Placed, KubefedReady: true}
 	if obs.Unschedulable {
 		since := microOf(prev.UnschedulableSince)
 		if since.IsZero() {

@@ -152,7 +152,7 @@ func recordedState(t *testing.T, c client.Client, key types.NamespacedName) *con
 // stabilization window from this process's own first sighting, like a
 // restarted process.
 func TestRecordedOnsetsDoNotShortenAWait(t *testing.T) {
-	spec := testSpec() // failed after 10s, exhausted after 5s, window 20s
+	spec := reactiveSpec() // failed after 10s, exhausted after 5s, window 20s
 	pol, user, shifted, long := shiftedToMember1(&spec)
 	deploy := func() []client.Object {
 		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",

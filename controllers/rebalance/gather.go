@@ -192,6 +192,7 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 		metrics.MemberFreeCapacity.WithLabelValues(cluster, string(name)).Set(v)
 	}
 	return observation{Healthy: true, KubefedReady: true, Running: runningPods(mine), Fits: est.Replicas,
+		Placed:        placedPods(pods, ns, mw.Revisions),
 		Unschedulable: anyUnschedulable(mine), Assigned: mw.Replicas, AssignedObserved: mw.Observed}, nil
 }
 

@@ -101,7 +101,7 @@ func TestDueExhaustionIsNotQueuedBehindAFanOut(t *testing.T) {
 		liveRead   = 10 * time.Millisecond // per member read (Deployment, ReplicaSets)
 		bound      = time.Second
 	)
-	spec := testSpec()
+	spec := reactiveSpec()
 	spec.CapacityExhaustedAfter = "3s"
 	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "latency"}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: &spec}}
 	_, c, _, ns := onHost(t)
@@ -250,7 +250,7 @@ func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() (bo
 // Unschedulable since t0 on member2's clock.
 func memberOutOfRoom(t *testing.T, policy string) (*Reconciler, client.Client, types.NamespacedName) {
 	t.Helper()
-	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(testSpec())}}
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: policy}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: ptr.To(reactiveSpec())}}
 	r, c, _, key := rspWithAnnotation(t, "", pol)
 	deploy := func() []client.Object {
 		return []client.Object{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",

@@ -3,8 +3,10 @@ package rebalance
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +31,10 @@ type memberWorkload struct {
 	// Owner is the UID of the ReplicaSet whose pods are the workload's
 	// replicas in the member; empty when the member has no such workload yet.
 	Owner types.UID
+	// Revisions are the UIDs of every ReplicaSet of the workload, the
+	// current one included: the pods of all of them hold the workload's
+	// room (a rollout's old pods free it for its new ones).
+	Revisions []types.UID
 	// Replicas is the member workload's spec.replicas (what kubefed gave
 	// it); -1 when the member has no such workload.
 	Replicas int64
@@ -48,7 +54,7 @@ func workloadOwner(ctx context.Context, c client.Reader, kind string, key types.
 		if err := c.Get(ctx, key, rs); err != nil {
 			return none, client.IgnoreNotFound(err)
 		}
-		return memberWorkload{Owner: rs.UID, Replicas: int64(ptrOr(rs.Spec.Replicas, 1)),
+		return memberWorkload{Owner: rs.UID, Revisions: []types.UID{rs.UID}, Replicas: int64(ptrOr(rs.Spec.Replicas, 1)),
 			Observed: rs.Status.ObservedGeneration >= rs.Generation}, nil
 	}
 	d := &appsv1.Deployment{}
@@ -73,6 +79,11 @@ func workloadOwner(ctx context.Context, c client.Reader, kind string, key types.
 	}
 	if rs := currentReplicaSet(d, sets.Items); rs != nil {
 		out.Owner = rs.UID
+	}
+	for i := range sets.Items {
+		if controlledBy(sets.Items[i].OwnerReferences, d.UID) {
+			out.Revisions = append(out.Revisions, sets.Items[i].UID)
+		}
 	}
 	return out, nil
 }
@@ -109,6 +120,22 @@ func ownedPods(pods []*cachedpod.Pod, ns string, owner types.UID) []*cachedpod.P
 		}
 	}
 	return out
+}
+
+// placedPods counts the pods in ns controlled by one of the revisions that
+// are bound to a node and not finished, terminating ones included: the
+// room the workload holds in the member (predictive placement).
+func placedPods(pods []*cachedpod.Pod, ns string, revisions []types.UID) int64 {
+	var n int64
+	for _, p := range pods {
+		if p.Namespace != ns || p.NodeName == "" || p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
+			continue
+		}
+		if slices.ContainsFunc(revisions, func(uid types.UID) bool { return controlledBy(p.OwnerReferences, uid) }) {
+			n++
+		}
+	}
+	return n
 }
 
 func controlledBy(refs []metav1.OwnerReference, uid types.UID) bool {

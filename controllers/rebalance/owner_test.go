@@ -64,6 +64,11 @@ func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
 	if !obs.Healthy || obs.Running != 2 || obs.Unschedulable {
 		t.Errorf("observation %+v, want healthy, 2 running (the current ReplicaSet's), no Unschedulable pod of the workload", obs)
 	}
+	// The room the workload holds is every revision's: a rollout's old
+	// pods free it for its new ones (predictive placement).
+	if obs.Placed != 3 {
+		t.Errorf("placed %d, want 3: new-1, new-2 and old-1 bound to a node (old-2 has none, api-1 is another Deployment's)", obs.Placed)
+	}
 
 	// No Deployment in the member yet: no replicas there, whatever the labels.
 	empty := noMembers(t)

@@ -27,6 +27,15 @@ func testSpec() v1alpha1.RebalanceSpec {
 		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true}}
 }
 
+// reactiveSpec is testSpec capping members only on the Unschedulable
+// signal: for the tests of that signal's timing, which a predictive cap
+// of the same full member would otherwise come before.
+func reactiveSpec() v1alpha1.RebalanceSpec {
+	s := testSpec()
+	s.Placement = v1alpha1.PlacementReactive
+	return s
+}
+
 func TestAssess(t *testing.T) {
 	at := func(d time.Duration) *metav1.Time { return timePtr(t0.Add(d)) }
 	cases := []struct {

@@ -74,7 +74,7 @@ func (r *Reconciler) report(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	ctrl.LoggerFrom(ctx).Info("Rebalance: "+msg, "reason", reason, "action", action)
 	evType := corev1.EventTypeNormal
 	switch reason {
-	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonInsufficientCapacity,
+	case planner.ReasonMemberFailed, planner.ReasonMemberUnreachable, planner.ReasonCapacityExhausted, planner.ReasonCapacityPredicted, planner.ReasonInsufficientCapacity,
 		ReasonStateReset, ReasonStateClamped, v1alpha1.ReasonStateMissing, ReasonFailbackBackoff, planner.ReasonTooManyMembersFailed, planner.ReasonNoCapacityAnywhere,
 		v1alpha1.ReasonMemberFailureUnconfirmed:
 		evType = corev1.EventTypeWarning

@@ -63,14 +63,22 @@ func workloadKey(ns, name string) string { return ns + "/" + name }
 
 // toSummary is an observation as published.
 func toSummary(ns, name string, o observation) v1alpha1.WorkloadSummary {
-	return v1alpha1.WorkloadSummary{Namespace: ns, Name: name, Unknown: o.Unknown, Healthy: o.Healthy, Running: o.Running,
+	s := v1alpha1.WorkloadSummary{Namespace: ns, Name: name, Unknown: o.Unknown, Healthy: o.Healthy, Running: o.Running,
 		Fits: o.Fits, Unschedulable: o.Unschedulable, Assigned: o.Assigned, AssignedObserved: o.AssignedObserved}
+	if o.Healthy && o.Placed >= 0 {
+		s.Placed = &o.Placed
+	}
+	return s
 }
 
 // fromSummary is a published observation, kubefed Ready (the reader has
 // already ruled out kubefed's confirmed failure).
 func fromSummary(s v1alpha1.WorkloadSummary) observation {
-	return observation{KubefedReady: true, Unknown: s.Unknown, Healthy: s.Healthy, Running: s.Running, Fits: s.Fits,
+	placed := int64(-1)
+	if s.Placed != nil {
+		placed = *s.Placed
+	}
+	return observation{KubefedReady: true, Unknown: s.Unknown, Healthy: s.Healthy, Running: s.Running, Fits: s.Fits, Placed: placed,
 		Unschedulable: s.Unschedulable, Assigned: s.Assigned, AssignedObserved: s.AssignedObserved}
 }
 

@@ -36,8 +36,8 @@ type shardedPair struct {
 	user   contract.Placement
 }
 
-func newShardedPair(t *testing.T) *shardedPair {
-	pol := rebalancing("sharded", nil) // capacityExhaustedAfter 5s
+func newShardedPair(t *testing.T, placement v1alpha1.PlacementMode) *shardedPair {
+	pol := rebalancing("sharded", func(p *v1alpha1.FailoverPolicy) { p.Spec.Rebalance.Placement = placement }) // capacityExhaustedAfter 5s
 	ra, c, _, ns := onHost(t, pol)
 	rsp := userRSP(t, c, ns)
 	p := &shardedPair{t: t, c: c, ns: ns, ra: ra, key: client.ObjectKeyFromObject(rsp), user: specPlacement(rsp), pubAt: t0}
@@ -117,7 +117,7 @@ func (p *shardedPair) shifted(when string) {
 // member2's Lease) is ignored, and so is one whose holder's Lease stopped
 // changing; member2 is then Unknown and keeps what it holds.
 func TestShardedRebalanceSeesAMemberHeldByAnotherReplica(t *testing.T) {
-	p := newShardedPair(t)
+	p := newShardedPair(t, v1alpha1.PlacementReactive)
 	ra := p.ra
 
 	// No summary yet: member2 is Unknown to a.
@@ -156,7 +156,7 @@ func TestShardedRebalanceSeesAMemberHeldByAnotherReplica(t *testing.T) {
 // resourceVersion, the spec and generation unchanged) makes it count
 // again. The publisher's clock (pubAt, ten hours off) is never read.
 func TestShardedRebalanceStaleSummaryIsUnknown(t *testing.T) {
-	p := newShardedPair(t)
+	p := newShardedPair(t, v1alpha1.PlacementReactive)
 	ra := p.ra
 	p.pubAt = t0.Add(10 * time.Hour)
 	gauge := func() float64 { return testutil.ToFloat64(metrics.ShardSummaryUnknown.WithLabelValues("member2")) }
@@ -235,7 +235,7 @@ func TestSummaryClock(t *testing.T) {
 // only as read (a summary written since is left for the next pass), and
 // its former holder does not write it again; a joined member's is kept.
 func TestMemberSummaryOfALeftMemberIsDeleted(t *testing.T) {
-	p := newShardedPair(t)
+	p := newShardedPair(t, v1alpha1.PlacementReactive)
 	c, ns := p.c, p.ns
 	kubefedClustersOnHost(t, c, ns, "member1", "member2")
 	p.fb.holders = map[string]string{"member1": "b", "member2": "b"}
@@ -313,4 +313,37 @@ func pendingReplica(ns, member string) *corev1.Pod {
 		OwnerReferences: controllerRef("ReplicaSet", "web-1", types.UID("rs-"+member))},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
 			Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+}
+
+// Predictive placement reads a member another replica holds through its
+// summary as it would the member's own cache: b publishes how many of
+// member2's replicas are bound there, and a caps member2 at that, at the
+// first pass that sees the summary, before capacityExhaustedAfter.
+func TestShardedRebalancePredictsFromTheSummary(t *testing.T) {
+	p := newShardedPair(t, v1alpha1.PlacementPredictive)
+	sum := p.publish()
+	if w := sum.Spec.Workloads[0]; w.Placed == nil || *w.Placed != 2 {
+		t.Fatalf("member2's summary placed %v, want 2 (its replicas bound to its full node)", w.Placed)
+	}
+	passAt(t, p.ra, p.key, t0) // a summary there at the first look proves nothing
+	p.untouched("summary at the first look")
+	p.renew()
+	passAt(t, p.ra, p.key, t0.Add(time.Second))
+	p.shifted("member2 predicted short through b's summary, 1 s after the first look")
+}
+
+// A summary without the figure (written by an older holder) makes no
+// prediction: the Unschedulable signal still caps member2 once it lasts.
+func TestShardedSummaryWithoutPlacedMakesNoPrediction(t *testing.T) {
+	old := newShardedPair(t, v1alpha1.PlacementPredictive)
+	sum := old.publish()
+	passAt(t, old.ra, old.key, t0)
+	sum.Spec.Workloads[0].Placed = nil
+	if err := old.c.Update(context.Background(), sum); err != nil {
+		t.Fatal(err)
+	}
+	passAt(t, old.ra, old.key, t0.Add(time.Second))
+	old.untouched("a summary without placed")
+	passAt(t, old.ra, old.key, t0.Add(7*time.Second))
+	old.shifted("a summary without placed, Unschedulable for capacityExhaustedAfter")
 }

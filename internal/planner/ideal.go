@@ -40,7 +40,7 @@ func (p *planning) idealPlacement() (map[string]int64, int64) {
 }
 
 // idealCap bounds a member's baseline share: a draining member at none; an exhausted member at its
-// room; a stable member at its room, but never below what it holds (no
+// room; a member predicted short at its predicted room; a stable member at its room, but never below what it holds (no
 // move on a capacity estimate alone: the exhaustion signal decides); a
 // member not yet stable at what it holds (no failback before the window).
 func (p *planning) idealCap(n string) int64 {
@@ -49,6 +49,8 @@ func (p *planning) idealCap(n string) int64 {
 		return 0
 	case p.member(n).State == Exhausted:
 		return p.room(n)
+	case p.predictsShortfall(n):
+		return p.predictedRoom(n)
 	case p.stable(n):
 		return max(p.room(n), p.current[n])
 	default:

@@ -33,6 +33,12 @@ type Member struct {
 	Running int64
 	// Fits is how many more replicas fit there (capacity.Fit).
 	Fits int64
+	// Placed is how many of the workload's replicas are bound to a node
+	// there and not finished, of every revision, terminating ones
+	// included: the room they hold is the workload's whatever their state
+	// (a rollout's old pods free it for its new ones). Below zero: not
+	// known, and no prediction is made for the member.
+	Placed int64
 	// RoomSince is since when the member has been Healthy with room; zero
 	// when it is not. Failback waits for it to be stabilizationWindow old.
 	RoomSince time.Time
@@ -102,6 +108,9 @@ type Input struct {
 const (
 	ReasonMemberFailed         = "MemberFailed"
 	ReasonCapacityExhausted    = "CapacityExhausted"
+	// ReasonCapacityPredicted: the capacity estimate says a member cannot
+	// hold what the RSP assigns it (predictive placement).
+	ReasonCapacityPredicted = "CapacityPredicted"
 	ReasonTotalChanged         = "TotalReplicasChanged"
 	ReasonInsufficientCapacity = "InsufficientCapacity"
 	ReasonFailback             = "Failback"
@@ -164,8 +173,9 @@ type Result struct {
 // Plan decides the next placement. Rules, in order:
 //  1. a failed member holding replicas: move them now (ignores minInterval);
 //  2. at most one change per minInterval otherwise;
-//  3. an exhausted member over its room, or fewer replicas placed than
-//     totalReplicas: jump to the ideal placement;
+//  3. an exhausted member over its room, a member assigned more than the
+//     capacity estimate says it can hold (predictive placement), or fewer
+//     replicas placed than totalReplicas: jump to the ideal placement;
 //  4. during make-before-break, shrink the others once the raised replicas run;
 //  5. otherwise step toward the ideal by at most maxStep replicas (failback).
 //
@@ -321,18 +331,28 @@ func (p *planning) failedHoldsReplicas() bool {
 	return false
 }
 
-// hasDeficit: an exhausted member holds more than its room, or the members
-// that are not failed hold fewer than totalReplicas.
+// hasDeficit: an exhausted member holds more than its room, a member is
+// assigned more than it is predicted to hold, or the members that are not
+// failed hold fewer than totalReplicas.
 func (p *planning) hasDeficit() bool {
 	var held int64
 	for _, n := range p.available() {
-		c := p.current[n]
-		if p.member(n).State == Exhausted {
-			c = min(c, p.room(n))
-		}
-		held += c
+		held += p.holdable(n)
 	}
 	return held < p.total
+}
+
+// holdable is how many of the replicas the RSP now assigns the member it
+// can run: all of them, but no more than its room when it is exhausted or
+// predicted short.
+func (p *planning) holdable(n string) int64 {
+	switch {
+	case p.member(n).State == Exhausted:
+		return min(p.current[n], p.room(n))
+	case p.predictsShortfall(n):
+		return min(p.current[n], p.predictedRoom(n))
+	}
+	return p.current[n]
 }
 
 func (p *planning) deficitReason() string {
@@ -341,7 +361,31 @@ func (p *planning) deficitReason() string {
 			return ReasonCapacityExhausted
 		}
 	}
+	for _, n := range p.available() {
+		if p.predictsShortfall(n) {
+			return ReasonCapacityPredicted
+		}
+	}
 	return ReasonTotalChanged
+}
+
+// predictedRoom is how many of the workload's replicas the member can hold
+// by the capacity estimate: those bound there now and what fits besides.
+func (p *planning) predictedRoom(n string) int64 {
+	m := p.member(n)
+	return max(m.Placed, m.Running, 0) + min(max(m.Fits, 0), maxWeight)
+}
+
+// predictsShortfall: with predictive placement, the capacity estimate says
+// the member cannot hold what the RSP now assigns it, so the rest would
+// pend there. Only for a member fedfailover reads now (Healthy, observed,
+// Placed known) and that is not draining (a drain keeps its own pace). A
+// cap at predictedRoom never takes a bound replica away: only replicas
+// that have no node yet, or none at all, go elsewhere.
+func (p *planning) predictsShortfall(n string) bool {
+	m := p.member(n)
+	return p.in.Spec.Predictive() && m.State == Healthy && !m.Unobserved && !m.Draining &&
+		m.Placed >= 0 && p.current[n] > p.predictedRoom(n)
 }
 
 // settled: nothing to move and totalReplicas as the user wants it.

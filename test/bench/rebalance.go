@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,9 +67,18 @@ type rbMeasure struct {
 	FailbackSeconds  *float64 `json:"failback_seconds,omitempty"`
 	FailbackMinReady *int32   `json:"failback_min_ready,omitempty"`
 	FailbackTimeline []string `json:"failback_timeline,omitempty"`
+	// Scale-up only: Target is the raised totalReplicas; PlacedBeyondRoom
+	// the most replicas member2's Deployment was given beyond what it held
+	// when it was full (kubefed places the user's own edit at once); and
+	// FalseCaps counts the samples, while both members had room, in which
+	// the RSP capped member2 below its share.
+	Target           int32  `json:"target,omitempty"`
+	PlacedBeyondRoom *int32 `json:"placed_beyond_room,omitempty"`
+	FalseCaps        *int   `json:"false_caps,omitempty"`
 }
 
 type rbOptions struct {
+	scenarios     []string
 	runs          int
 	total         int
 	bound         time.Duration
@@ -112,11 +124,17 @@ Goals: exhaustion >= 3x faster than kubefed alone and <= 20 s, member failure
 			if o.total < 2 {
 				return fmt.Errorf("--replicas must be at least 2, got %d", o.total)
 			}
+			for _, sc := range o.scenarios {
+				if !slices.Contains(rbScenarios, sc) {
+					return fmt.Errorf("--scenarios: unknown scenario %q (want some of %s)", sc, strings.Join(rbScenarios, ", "))
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runRebalanceBench(ctx, cmd.OutOrStdout(), o)
 		},
 	}
+	cmd.Flags().StringSliceVar(&o.scenarios, "scenarios", rbScenarios, "scenarios to run")
 	cmd.Flags().IntVar(&o.runs, "runs", 3, "runs of each scenario and mode")
 	cmd.Flags().IntVar(&o.total, "replicas", 6, "totalReplicas of the benchmark workload")
 	cmd.Flags().DurationVar(&o.bound, "bound", 180*time.Second, "give up waiting for all replicas Running after this long")
@@ -158,8 +176,8 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 
 	var all []rbMeasure
 	for run := 1; run <= o.runs; run++ {
-		for _, sc := range []string{"exhaustion", "member-failure"} {
-			for _, mode := range []string{"kubefed", "fedfailover"} {
+		for _, sc := range o.scenarios {
+			for _, mode := range rbModes(sc) {
 				m, err := b.scenario(ctx, run, 1, sc, mode)
 				if err != nil && ctx.Err() == nil {
 					// A loaded machine can fail the setup (a slow scheduler,
@@ -174,7 +192,11 @@ func runRebalanceBench(ctx context.Context, out io.Writer, o rbOptions) (err err
 				if m.Seconds != nil {
 					secs = fmt.Sprintf("%.1fs", *m.Seconds)
 				}
-				b.progress("run %d/%d %-14s %-11s %s, min Ready %d/%d", run, o.runs, sc, mode, secs, m.MinReady, o.total)
+				of := int32(o.total)
+				if m.Target > 0 {
+					of = m.Target
+				}
+				b.progress("run %d/%d %-14s %-11s %s, min Ready %d/%d", run, o.runs, sc, mode, secs, m.MinReady, of)
 				for _, line := range m.Timeline {
 					fmt.Fprintf(b.out, "      %s\n", line)
 				}
@@ -219,7 +241,7 @@ func (b *rbBench) connectHost() (err error) {
 func (b *rbBench) scenario(ctx context.Context, run, attempt int, sc, mode string) (m rbMeasure, err error) {
 	m = rbMeasure{Run: run, Scenario: sc, Mode: mode}
 	ns := fmt.Sprintf("bench-%s-%s-%d-%d", sc, mode, run, attempt)
-	if mode == "fedfailover" {
+	if mode != "kubefed" {
 		op, err := startOperator(ctx, b.hostCfg, controllers.Options{WithoutNodeRecovery: true}, rbHealthy, rbFaulty)
 		if err != nil {
 			return m, err
@@ -231,6 +253,7 @@ func (b *rbBench) scenario(ctx context.Context, run, attempt int, sc, mode strin
 		}()
 		pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns}, Spec: v1alpha1.FailoverPolicySpec{Rebalance: rbBenchPolicy.DeepCopy()}}
 		pol.Spec.Rebalance.ReplicaSchedulingPreferences = v1alpha1.PodScope{Namespaces: []string{ns}}
+		pol.Spec.Rebalance.Placement = rbPlacement(sc, mode)
 		if err := b.host.Create(ctx, pol); err != nil {
 			return m, err
 		}
@@ -248,10 +271,39 @@ func (b *rbBench) scenario(ctx context.Context, run, attempt int, sc, mode strin
 	switch sc {
 	case "exhaustion":
 		err = b.exhaustion(ctx, ns, &m)
+	case "scale-up":
+		err = b.scaleUp(ctx, ns, &m)
 	default:
 		err = b.memberFailure(ctx, ns, &m)
 	}
 	return m, err
+}
+
+// rbScenarios are the benchmark's scenarios, in the order they run.
+var rbScenarios = []string{"exhaustion", "member-failure", "scale-up"}
+
+// rbModes are the modes a scenario runs in: kubefed alone, and fedfailover
+// (scale-up: with reactive and with predictive placement, side by side).
+func rbModes(sc string) []string {
+	if sc == "scale-up" {
+		return []string{"kubefed", "reactive", "predictive"}
+	}
+	return []string{"kubefed", "fedfailover"}
+}
+
+// rbPlacement is the policy's placement per scenario and mode: the
+// exhaustion scenario measures the Unschedulable signal (its onset is the
+// first Unschedulable replica, which a predictive cap could prevent);
+// scale-up measures each mode side by side; member failure runs the API
+// default.
+func rbPlacement(sc, mode string) v1alpha1.PlacementMode {
+	switch {
+	case sc == "exhaustion" || mode == "reactive":
+		return v1alpha1.PlacementReactive
+	case mode == "predictive":
+		return v1alpha1.PlacementPredictive
+	}
+	return ""
 }
 
 // exhaustion: member2 has no room when the workload arrives.
@@ -289,6 +341,100 @@ func (b *rbBench) exhaustion(ctx context.Context, ns string, m *rbMeasure) error
 		return err
 	}
 	return b.waitAllReady(ctx, ns, "", since, m)
+}
+
+// scaleUp: the workload runs split and Ready; the user raises
+// totalReplicas by 2 while both members have room (a cap of member2 then
+// is a false cap); member2 is filled; the user raises totalReplicas again,
+// by the workload's own size. From that second edit until every replica
+// is Ready.
+func (b *rbBench) scaleUp(ctx context.Context, ns string, m *rbMeasure) error {
+	if err := b.createWorkload(ctx, ns); err != nil {
+		return err
+	}
+	if err := b.waitSplitReady(ctx, ns, int32(b.o.total/2), int32(b.o.total-b.o.total/2)); err != nil {
+		return err
+	}
+	falseCaps := 0
+	roomy := int32(b.o.total + 2)
+	share := roomy - roomy/2
+	if err := b.setTotal(ctx, ns, roomy); err != nil {
+		return err
+	}
+	var scratch rbMeasure
+	err := b.waitReady(ctx, ns, "", roomy, time.Now(), &scratch, func(ctx context.Context) {
+		if capped(b.rspPrefs(ctx, ns), rbFaulty, int64(share)) {
+			falseCaps++
+		}
+	})
+	if err != nil {
+		return err
+	}
+	m.FalseCaps = &falseCaps
+	if scratch.Seconds == nil {
+		return fmt.Errorf("scale-up to %d with room on both members: not all Ready within %s", roomy, b.o.bound)
+	}
+	if err := b.waitSplitReady(ctx, ns, roomy/2, share); err != nil {
+		return err
+	}
+	if err := b.l.ExhaustCapacity(ctx, rbFaulty, lab.ExhaustFill); err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.l.RestoreCapacity(context.Background(), rbFaulty); err != nil {
+			b.progress("restoring %s capacity: %v", rbFaulty, err)
+		}
+	}()
+	m.Target = roomy + int32(b.o.total)
+	beyond := int32(0)
+	onset := time.Now()
+	if err := b.setTotal(ctx, ns, m.Target); err != nil {
+		return err
+	}
+	err = b.waitReady(ctx, ns, "", m.Target, onset, m, func(ctx context.Context) {
+		if s2, _, err := b.memberReplicas(ctx, rbFaulty, ns); err == nil {
+			beyond = max(beyond, s2-share)
+		}
+	})
+	m.PlacedBeyondRoom = &beyond
+	return err
+}
+
+// waitSplitReady waits until member1 and member2 run want1 and want2
+// replicas, all Ready.
+func (b *rbBench) waitSplitReady(ctx context.Context, ns string, want1, want2 int32) error {
+	return poll(ctx, 2*time.Minute, fmt.Sprintf("replicas split %d:%d and Ready", want1, want2), func(ctx context.Context) (bool, string, error) {
+		s1, r1, err1 := b.memberReplicas(ctx, rbHealthy, ns)
+		s2, r2, err2 := b.memberReplicas(ctx, rbFaulty, ns)
+		if err1 != nil || err2 != nil {
+			return false, fmt.Sprintf("member1: %v, member2: %v", err1, err2), nil
+		}
+		return s1 == want1 && r1 == want1 && s2 == want2 && r2 == want2,
+			fmt.Sprintf("member1 %d (ready %d), member2 %d (ready %d)", s1, r1, s2, r2), nil
+	})
+}
+
+// setTotal is the user's edit of the RSP's totalReplicas (a merge patch,
+// as kubectl edit sends it).
+func (b *rbBench) setTotal(ctx context.Context, ns string, total int32) error {
+	r := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rbWorkload}}
+	patch := []byte(fmt.Sprintf(`{"spec":{"totalReplicas":%d}}`, total))
+	return b.host.Patch(ctx, r, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-edit"))
+}
+
+// rspPrefs is the RSP's spec.clusters now (nil when it cannot be read).
+func (b *rbBench) rspPrefs(ctx context.Context, ns string) map[string]fedschedv1a1.ClusterPreferences {
+	r := &fedschedv1a1.ReplicaSchedulingPreference{}
+	if err := b.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: rbWorkload}, r); err != nil {
+		return nil
+	}
+	return r.Spec.Clusters
+}
+
+// capped: the preferences hold member below share.
+func capped(prefs map[string]fedschedv1a1.ClusterPreferences, member string, share int64) bool {
+	p, ok := prefs[member]
+	return ok && p.MaxReplicas != nil && *p.MaxReplicas < share
 }
 
 // memberFailure: member2's API server dies under a running workload.
@@ -443,6 +589,12 @@ func (b *rbBench) readyPods(ctx context.Context, ns string) (n int32, ok bool) {
 // server is dead (its replicas count 0); a failed read of another member
 // (a slow machine) drops the sample rather than counting a false dip.
 func (b *rbBench) waitAllReady(ctx context.Context, ns, down string, onset time.Time, m *rbMeasure) error {
+	return b.waitReady(ctx, ns, down, int32(b.o.total), onset, m, nil)
+}
+
+// waitReady is waitAllReady until target replicas are Ready; sample, when
+// set, is called at every sample.
+func (b *rbBench) waitReady(ctx context.Context, ns, down string, target int32, onset time.Time, m *rbMeasure, sample func(context.Context)) error {
 	m.MinReady = math.MaxInt32
 	deadline := time.Now().Add(b.o.bound)
 	tick := time.NewTicker(rbSamplePace)
@@ -457,7 +609,10 @@ func (b *rbBench) waitAllReady(ctx context.Context, ns, down string, onset time.
 			last = st
 			m.Timeline = append(m.Timeline, fmt.Sprintf("%+.1fs %s", time.Since(onset).Seconds(), st))
 		}
-		if ok && ready >= int32(b.o.total) {
+		if sample != nil {
+			sample(ctx)
+		}
+		if ok && ready >= target {
 			s := time.Since(onset).Seconds()
 			m.Seconds = &s
 			return nil
@@ -691,28 +846,55 @@ func (b *rbBench) report(all []rbMeasure, runs int) error {
 		}
 		return fmt.Sprintf("%.2fx", *v)
 	}
-	row := func(name string, f, k rbSummary, sp *float64) []string {
+	rowOf := func(name string, f, k rbSummary, sp *float64, of int) []string {
 		return []string{name,
 			fmtSecs(f.median, f.recovered, runs), fmtSecs(f.p95, f.recovered, runs),
 			fmtSecs(k.median, k.recovered, runs), fmtSecs(k.p95, k.recovered, runs),
 			fmtSpeed(sp),
-			b.fmtReady(f.minReady), b.fmtReady(k.minReady)}
+			fmtReadyOf(f.minReady, of), fmtReadyOf(k.minReady, of)}
+	}
+	row := func(name string, f, k rbSummary, sp *float64) []string { return rowOf(name, f, k, sp, b.o.total) }
+	suP, suR, suK := summarize(all, "scale-up", "predictive"), summarize(all, "scale-up", "reactive"), summarize(all, "scale-up", "kubefed")
+	suPSpeed, suRSpeed := speedup(suP, suK), speedup(suR, suK)
+	ran := func(sc string) bool { return slices.Contains(b.o.scenarios, sc) }
+	var rows [][]string
+	if ran("exhaustion") {
+		rows = append(rows, row("capacity exhaustion (reactive)", exF, exK, exSpeed))
+	}
+	if ran("member-failure") {
+		rows = append(rows, row("member failure", mfF, mfK, mfSpeed), row("member failback", fbF, fbK, fbSpeed))
+	}
+	if ran("scale-up") {
+		target := 2*b.o.total + 2
+		rows = append(rows, rowOf("scale-up into a full member, predictive", suP, suK, suPSpeed, target),
+			rowOf("scale-up into a full member, reactive", suR, suK, suRSpeed, target))
 	}
 	fmt.Fprintln(b.out)
 	fmt.Fprintf(b.out, "rebalance benchmark: %d of %d run(s), totalReplicas %d, bound %s, kubefed at %s timings; seconds to all replicas Ready (failback: to the baseline)\n",
 		runs, b.o.runs, b.o.total, b.o.bound, b.timings)
 	if err := Table(b.out, []string{"SCENARIO", "FEDFAILOVER S (MEDIAN)", "P95", "KUBEFED ALONE S (MEDIAN)", "P95", "SPEEDUP",
-		"MIN READY FEDFAILOVER", "MIN READY KUBEFED"}, [][]string{
-		row("capacity exhaustion", exF, exK, exSpeed),
-		row("member failure", mfF, mfK, mfSpeed),
-		row("member failback", fbF, fbK, fbSpeed),
-	}); err != nil {
+		"MIN READY FEDFAILOVER", "MIN READY KUBEFED"}, rows); err != nil {
 		return err
 	}
+	placed, falseCaps := scaleUpCounts(all)
+	if ran("scale-up") {
+		fmt.Fprintf(b.out, "scale-up (to %d, then +%d into a filled member2): most replicas kubefed gave member2 beyond what it held, per mode %v; false caps of member2 while both had room, per mode %v\n",
+			b.o.total+2, b.o.total, placed, falseCaps)
+	}
 	goals := rbGoals(exF, exK, mfF, mfK, fbF, fbK, exSpeed)
-	fmt.Fprintf(b.out, "goals: exhaustion >= 3x faster than kubefed alone and <= 20 s: %s; member failure <= 30 s: %s; min Ready during failover and failback not below kubefed alone: %s\n",
-		met(goals["exhaustion"]), met(goals["member_failure"]), met(goals["min_ready"]))
+	goals["scale_up_predictive"] = suP.p95 != nil && *suP.p95 <= 5 && falseCaps["predictive"] == 0
+	fmt.Fprintf(b.out, "goals: exhaustion >= 3x faster than kubefed alone and <= 20 s: %s; member failure <= 30 s: %s; min Ready during failover and failback not below kubefed alone: %s; scale-up into a full member, predictive, <= 5 s without a false cap: %s\n",
+		met(goals["exhaustion"]), met(goals["member_failure"]), met(goals["min_ready"]), met(goals["scale_up_predictive"]))
 	return WriteJSON(b.out, map[string]any{
+		"scenarios":                             b.o.scenarios,
+		"scale_up_seconds_predictive":           suP.median,
+		"scale_up_seconds_predictive_p95":       suP.p95,
+		"scale_up_seconds_reactive":             suR.median,
+		"scale_up_seconds_reactive_p95":         suR.p95,
+		"scale_up_seconds_kubefed":              suK.median,
+		"scale_up_seconds_kubefed_p95":          suK.p95,
+		"scale_up_placed_beyond_room":           placed,
+		"scale_up_false_caps":                   falseCaps,
 		"benchmark":                             "rebalance",
 		"runs":                                  runs,
 		"total_replicas":                        b.o.total,
@@ -754,6 +936,24 @@ func (b *rbBench) report(all []rbMeasure, runs int) error {
 	})
 }
 
+// scaleUpCounts are, per mode, the most replicas member2 was given beyond
+// what it held when full, and the false caps over all scale-up runs.
+func scaleUpCounts(all []rbMeasure) (map[string]int32, map[string]int) {
+	placed, falseCaps := map[string]int32{}, map[string]int{}
+	for _, m := range all {
+		if m.Scenario != "scale-up" {
+			continue
+		}
+		if m.PlacedBeyondRoom != nil {
+			placed[m.Mode] = max(placed[m.Mode], *m.PlacedBeyondRoom)
+		}
+		if m.FalseCaps != nil {
+			falseCaps[m.Mode] += *m.FalseCaps
+		}
+	}
+	return placed, falseCaps
+}
+
 // rbGoals checks the benchmark's goals (p95 for the time bounds, so that
 // every run but an outlier meets them; the lowest Ready of any run).
 func rbGoals(exF, exK, mfF, mfK, fbF, fbK rbSummary, exSpeed *float64) map[string]bool {
@@ -773,12 +973,13 @@ func met(ok bool) string {
 	return "NOT met"
 }
 
-// fmtReady shows a lowest Ready count; "-" when nothing was sampled.
-func (b *rbBench) fmtReady(n int32) string {
+// fmtReadyOf shows a lowest Ready count of total; "-" when nothing was
+// sampled.
+func fmtReadyOf(n int32, total int) string {
 	if n == math.MaxInt32 {
 		return "-"
 	}
-	return fmt.Sprintf("%d/%d", n, b.o.total)
+	return fmt.Sprintf("%d/%d", n, total)
 }
 
 func readyOrNil(n int32) *int32 {

@@ -30,7 +30,7 @@ type observation struct {
 	// Fits is capacity.Fit's estimate for the workload's pod template.
 	Fits int64
 	// Placed counts the workload's pods of every revision bound to a node
-	// and not finished (placedPods); -1: not known (a summary of an older
+	// and not finished (workloadPods); -1: not known (a summary of an older
 	// version), no prediction is made.
 	Placed int64
 	// Unschedulable: some pod of the workload, not being deleted, is

@@ -178,7 +178,7 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
 		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
 	}
-	mine := ownedPods(pods, ns, mw.Owner)
+	mine, placed := workloadPods(pods, ns, mw)
 	est, err := usage.Estimate(w.spec, func() ([]*corev1.Node, error) { return cachedNodes(ctx, rd) })
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Member nodes unreadable; counted unhealthy", "error", err.Error())
@@ -192,7 +192,7 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 		metrics.MemberFreeCapacity.WithLabelValues(cluster, string(name)).Set(v)
 	}
 	return observation{Healthy: true, KubefedReady: true, Running: runningPods(mine), Fits: est.Replicas,
-		Placed:        placedPods(pods, ns, mw.Revisions),
+		Placed:        placed,
 		Unschedulable: anyUnschedulable(mine), Assigned: mw.Replicas, AssignedObserved: mw.Observed}, nil
 }
 

@@ -108,34 +108,40 @@ func currentReplicaSet(d *appsv1.Deployment, sets []appsv1.ReplicaSet) *appsv1.R
 	return nil
 }
 
-// ownedPods are the pods in ns whose controller has the given UID.
-func ownedPods(pods []*cachedpod.Pod, ns string, owner types.UID) []*cachedpod.Pod {
-	if owner == "" {
-		return nil
+// workloadPods walks the pods of ns once: mine are those the current
+// ReplicaSet controls (the workload's replicas), placed counts those of any
+// of its revisions bound to a node and not finished, terminating ones
+// included (the room the workload holds: predictive placement).
+func workloadPods(pods []*cachedpod.Pod, ns string, mw memberWorkload) (mine []*cachedpod.Pod, placed int64) {
+	if len(mw.Revisions) == 0 && mw.Owner == "" {
+		return nil, 0
 	}
-	var out []*cachedpod.Pod
 	for _, p := range pods {
-		if p.Namespace == ns && controlledBy(p.OwnerReferences, owner) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// placedPods counts the pods in ns controlled by one of the revisions that
-// are bound to a node and not finished, terminating ones included: the
-// room the workload holds in the member (predictive placement).
-func placedPods(pods []*cachedpod.Pod, ns string, revisions []types.UID) int64 {
-	var n int64
-	for _, p := range pods {
-		if p.Namespace != ns || p.NodeName == "" || p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
+		if p.Namespace != ns {
 			continue
 		}
-		if slices.ContainsFunc(revisions, func(uid types.UID) bool { return controlledBy(p.OwnerReferences, uid) }) {
-			n++
+		ctl := controllerUID(p.OwnerReferences)
+		if ctl == "" {
+			continue
+		}
+		if mw.Owner != "" && ctl == mw.Owner {
+			mine = append(mine, p)
+		}
+		if p.NodeName != "" && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed && slices.Contains(mw.Revisions, ctl) {
+			placed++
 		}
 	}
-	return n
+	return mine, placed
+}
+
+// controllerUID is the UID of the controller among refs ("" when none).
+func controllerUID(refs []metav1.OwnerReference) types.UID {
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			return r.UID
+		}
+	}
+	return ""
 }
 
 func controlledBy(refs []metav1.OwnerReference, uid types.UID) bool {

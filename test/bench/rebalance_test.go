@@ -38,3 +38,24 @@ func TestRebalanceGoals(t *testing.T) {
 		t.Errorf("goals %v, want none met", bad)
 	}
 }
+
+// Scale-up figures per mode: the most replicas placed beyond room, the
+// longest they were wanted there, and every false cap summed.
+func TestScaleUpCounts(t *testing.T) {
+	all := []rbMeasure{
+		{Scenario: "scale-up", Mode: "predictive", PlacedBeyondRoom: ptr.To(int32(3)), BeyondRoomSeconds: ptr.To(0.5), FalseCaps: ptr.To(0)},
+		{Scenario: "scale-up", Mode: "predictive", PlacedBeyondRoom: ptr.To(int32(2)), BeyondRoomSeconds: ptr.To(0.8), FalseCaps: ptr.To(2)},
+		{Scenario: "scale-up", Mode: "reactive", PlacedBeyondRoom: ptr.To(int32(3)), BeyondRoomSeconds: ptr.To(10.2), FalseCaps: ptr.To(0)},
+		{Scenario: "exhaustion", Mode: "fedfailover", PlacedBeyondRoom: ptr.To(int32(9))},
+	}
+	placed, secs, falseCaps := scaleUpCounts(all)
+	if placed["predictive"] != 3 || secs["predictive"] != 0.8 || falseCaps["predictive"] != 2 {
+		t.Errorf("predictive: placed %d, seconds %v, false caps %d; want 3, 0.8, 2", placed["predictive"], secs["predictive"], falseCaps["predictive"])
+	}
+	if placed["reactive"] != 3 || secs["reactive"] != 10.2 || falseCaps["reactive"] != 0 {
+		t.Errorf("reactive: placed %d, seconds %v, false caps %d; want 3, 10.2, 0", placed["reactive"], secs["reactive"], falseCaps["reactive"])
+	}
+	if _, ok := placed["fedfailover"]; ok {
+		t.Error("another scenario's figures counted as scale-up")
+	}
+}

@@ -232,6 +232,11 @@ func scPolicySpec(notReadyFor time.Duration) v1alpha1.FailoverPolicySpec {
 	pct := intstr.FromString("40%")
 	rb := rbBenchPolicy
 	rb.ReplicaSchedulingPreferences = v1alpha1.PodScope{Namespaces: []string{scNamespace}}
+	// The shift latency is timed from the exhaustion rule turning true
+	// (Unschedulable + capacityExhaustedAfter); a predictive cap would come
+	// before it. Both modes read the same figures per pass (bound replicas
+	// and the estimate), so the idle cost measured is the same.
+	rb.Placement = v1alpha1.PlacementReactive
 	return v1alpha1.FailoverPolicySpec{
 		NodeRecovery: &v1alpha1.NodeRecoverySpec{
 			NotReadyFor: v1alpha1.Duration(notReadyFor.String()), Method: v1alpha1.RecoveryMethodAuto,

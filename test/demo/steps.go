@@ -322,7 +322,8 @@ func attachedNodes(ctx context.Context, cl client.Client) ([]string, error) {
 }
 
 // exhaustion fills member2 and scales web up: the new replicas kubefed puts
-// on member2 cannot be scheduled, and fedfailover moves them to member1.
+// on member2 cannot be scheduled, and fedfailover moves them to member1 as
+// soon as it reads the scale-up (predictive placement, the default).
 func (d *demo) exhaustion(ctx context.Context) error {
 	d.say("member2 runs out of capacity (its nodes are cordoned)")
 	if err := d.lab.ExhaustCapacity(ctx, "member2", "cordon"); err != nil {
@@ -337,7 +338,7 @@ func (d *demo) exhaustion(ctx context.Context) error {
 		return err
 	}
 	t0 := time.Now()
-	d.say("the user scales web from %d to %d replicas (RSP totalReplicas); kubefed alone would wait ~60s of Unschedulable pods", webReplicas, webScaledTo)
+	d.say("the user scales web from %d to %d replicas (RSP totalReplicas); kubefed alone would wait ~60s of Unschedulable pods, fedfailover caps member2 at what it runs from its capacity estimate (predictive placement)", webReplicas, webScaledTo)
 	patch := client.MergeFrom(rsp.DeepCopy())
 	rsp.Spec.TotalReplicas = webScaledTo
 	if err := host.Patch(ctx, &rsp, patch); err != nil {

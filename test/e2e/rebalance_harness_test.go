@@ -18,11 +18,15 @@ import (
 	"github.com/fedfailover/fedfailover/test/lab"
 )
 
-// Short policy times so each scenario fits in about a minute.
+// Short policy times so each scenario fits in about a minute. Placement
+// is Reactive: these tests are of the Unschedulable signal, which a
+// predictive cap of the same full member could come before; predictive
+// placement has its own tests (rebalance_predictive_test.go).
 func rbSpec() *v1alpha1.RebalanceSpec {
 	return &v1alpha1.RebalanceSpec{
 		CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
-		Failback: v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true},
+		Failback:  v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true},
+		Placement: v1alpha1.PlacementReactive,
 	}
 }
 

@@ -324,6 +324,9 @@ func (f *fixture) rebalancePolicy(t *testing.T, ns string) {
 		CapacityExhaustedAfter: "5s", ClusterFailedAfter: "10s", MinInterval: "5s",
 		Failback:                     v1alpha1.FailbackSpec{StabilizationWindow: "20s", MaxStep: 2, MakeBeforeBreak: true},
 		ReplicaSchedulingPreferences: v1alpha1.PodScope{Namespaces: []string{ns}},
+		// The Unschedulable signal through summaries is what is tested;
+		// predictive caps from summaries: TestShardedRebalancePredictsFromTheSummary.
+		Placement: v1alpha1.PlacementReactive,
 	}}}
 	if err := f.host.Create(t.Context(), p); err != nil {
 		t.Fatal(err)

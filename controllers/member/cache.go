@@ -237,11 +237,44 @@ func (c *Cache) Watch(ctx context.Context, cluster string, in WatchInput) error 
 	if _, ok := conn.watches[in.Name]; ok {
 		return nil
 	}
-	if err := in.Watcher.Watch(source.Kind(conn.cache, in.Kind, in.Handler, in.Predicates...)); err != nil {
+	h := in.Handler
+	if _, nodes := in.Kind.(*corev1.Node); nodes {
+		h = estimatesFirst{EventHandler: h, usage: conn.podUsage}
+	}
+	if err := in.Watcher.Watch(source.Kind(conn.cache, in.Kind, h, in.Predicates...)); err != nil {
 		return fmt.Errorf("watching %s in member cluster %q: %w", in.Name, cluster, err)
 	}
 	conn.watches[in.Name] = struct{}{}
 	return nil
+}
+
+// estimatesFirst forgets the member's remembered estimates before a
+// watcher's Node handler queues its pass. Each informer handler runs in its
+// own goroutine, so the connection's own node handler (which does the
+// same) may run after the pass; without this the pass could get the
+// estimate of before the change, and keep it until the next event.
+type estimatesFirst struct {
+	handler.EventHandler
+	usage *capacity.Usage
+}
+
+func (e estimatesFirst) Create(ctx context.Context, ev event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	e.usage.NodesChanged()
+	e.EventHandler.Create(ctx, ev, q)
+}
+
+func (e estimatesFirst) Update(ctx context.Context, ev event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	o, okO := ev.ObjectOld.(*corev1.Node)
+	n, okN := ev.ObjectNew.(*corev1.Node)
+	if !okO || !okN || capacity.NodeFitChanged(o, n) {
+		e.usage.NodesChanged()
+	}
+	e.EventHandler.Update(ctx, ev, q)
+}
+
+func (e estimatesFirst) Delete(ctx context.Context, ev event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	e.usage.NodesChanged()
+	e.EventHandler.Delete(ctx, ev, q)
 }
 
 // EventSource returns a source that calls mapFn, and queues what it returns,

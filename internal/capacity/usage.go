@@ -89,10 +89,12 @@ func (u *Usage) Delete(p *cachedpod.Pod) {
 
 // NodesChanged forgets the remembered estimates: a node came, went, or
 // changed what an estimate reads of it (NodeFitChanged). The member cache's
-// node informer calls it after its store holds the change. A pass queued
-// by another handler of the same event can run before this one does and
-// get the estimate of before the change, as it can get the pod sums of
-// before a pod event: the next event or resync makes it again.
+// node informer calls it after its store holds the change, and so does
+// every watcher's Node handler before it queues a pass (member.Cache.Watch),
+// since informer handlers run apart: a pass queued on a node change never
+// gets the estimate of before it. (A pass queued by a pod event can still
+// get the pod sums of before that event: the next event or resync makes
+// them again.)
 func (u *Usage) NodesChanged() {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -106,11 +106,11 @@ type Input struct {
 
 // Reasons for a plan (CamelCase, for events, status and metrics).
 const (
-	ReasonMemberFailed         = "MemberFailed"
-	ReasonCapacityExhausted    = "CapacityExhausted"
+	ReasonMemberFailed      = "MemberFailed"
+	ReasonCapacityExhausted = "CapacityExhausted"
 	// ReasonCapacityPredicted: the capacity estimate says a member cannot
 	// hold what the RSP assigns it (predictive placement).
-	ReasonCapacityPredicted = "CapacityPredicted"
+	ReasonCapacityPredicted    = "CapacityPredicted"
 	ReasonTotalChanged         = "TotalReplicasChanged"
 	ReasonInsufficientCapacity = "InsufficientCapacity"
 	ReasonFailback             = "Failback"

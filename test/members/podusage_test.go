@@ -9,7 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/capacity"
@@ -100,22 +105,7 @@ func TestRememberedEstimatesFollowTheMemberNodes(t *testing.T) {
 	f.join(t, "alpha", "alpha", nil)
 	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
 	listed := 0
-	estimate := func() (capacity.Estimate, error) {
-		usage, err := h.cache.PodUsage(ctx, "alpha")
-		if err != nil {
-			return capacity.Estimate{}, err
-		}
-		rd, err := h.cache.GetReader(ctx, "alpha")
-		if err != nil {
-			return capacity.Estimate{}, err
-		}
-		return usage.Estimate(spec, func() ([]*corev1.Node, error) {
-			listed++
-			var ptrs []*corev1.Node
-			err := member.VisitCached(ctx, rd, "", func(n *corev1.Node) { ptrs = append(ptrs, n) })
-			return ptrs, err
-		})
-	}
+	estimate := func() (capacity.Estimate, error) { return memberEstimate(ctx, h, "alpha", spec, &listed) }
 	wantFits := func(want int64, after string) {
 		t.Helper()
 		eventually(t, 10*time.Second, fmt.Sprintf("%d replicas fit after %s", want, after), func() error {
@@ -165,6 +155,124 @@ func TestRememberedEstimatesFollowTheMemberNodes(t *testing.T) {
 	node.Spec.Taints = nil
 	must(t, m.client.Update(ctx, node))
 	wantFits(8, "the taint's removal")
+}
+
+// memberEstimate is the member's kept estimate for spec, as rebalance asks
+// for it: the Usage's own, its nodes listed from the member cache (counted
+// in listed) only when it makes one.
+func memberEstimate(ctx context.Context, h *harness, cluster string, spec *corev1.PodSpec, listed *int) (capacity.Estimate, error) {
+	usage, err := h.cache.PodUsage(ctx, cluster)
+	if err != nil {
+		return capacity.Estimate{}, err
+	}
+	rd, err := h.cache.GetReader(ctx, cluster)
+	if err != nil {
+		return capacity.Estimate{}, err
+	}
+	return usage.Estimate(spec, func() ([]*corev1.Node, error) {
+		*listed++
+		var ptrs []*corev1.Node
+		err := member.VisitCached(ctx, rd, "", func(n *corev1.Node) { ptrs = append(ptrs, n) })
+		return ptrs, err
+	})
+}
+
+// queueWatcher starts a watch's source on a queue of its own, as a
+// controller would.
+type queueWatcher struct {
+	ctx context.Context
+	q   workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+func (w queueWatcher) Watch(src source.Source) error { return src.Start(w.ctx, w.q) }
+
+// A pass queued by a Node watch gets the estimate of after the change: the
+// watch's handler makes the member's Usage forget its kept estimates before
+// it queues (member.Cache.Watch), whichever of the informer's handlers runs
+// first. The handler here asks for the estimate itself, at the moment a
+// pass would be queued, at every taint flip it sees; before the fix the
+// connection's own handler often ran second and the estimate was the old
+// one.
+func TestANodeWatchGetsTheEstimateOfAfterTheChange(t *testing.T) {
+	f := env(t)
+	m := f.members["alpha"]
+	ctx := t.Context()
+	node := schedulableNode(t, m, "alpha-order", map[string]string{"order-test": "only-this-node"})
+	spec := &corev1.PodSpec{NodeSelector: node.Labels, Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
+	h := startManager(t, f, testOptions())
+	f.join(t, "alpha", "alpha", nil)
+	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+
+	type seen struct {
+		rv      string
+		tainted bool
+		fits    int64
+		err     error
+	}
+	got := make(chan seen, 256)
+	listed := 0
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	t.Cleanup(q.ShutDown)
+	err := h.cache.Watch(ctx, "alpha", member.WatchInput{Name: "order-test", Watcher: queueWatcher{ctx: ctx, q: q}, Kind: &corev1.Node{},
+		Handler: handler.Funcs{UpdateFunc: func(ctx context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			n, ok := e.ObjectNew.(*corev1.Node)
+			if !ok || n.Name != node.Name {
+				return
+			}
+			est, err := memberEstimate(ctx, h, "alpha", spec, &listed)
+			got <- seen{rv: n.ResourceVersion, tainted: len(n.Spec.Taints) > 0, fits: est.Replicas, err: err}
+		}}})
+	must(t, err)
+	// flip taints or clears the node's taint and waits (a bounded while)
+	// for the watch to see that version; it reports whether it did.
+	flip := func(tainted bool) bool {
+		t.Helper()
+		must(t, m.client.Get(ctx, client.ObjectKeyFromObject(node), node))
+		node.Spec.Taints = nil
+		if tainted {
+			node.Spec.Taints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		must(t, m.client.Update(ctx, node))
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case s := <-got:
+				want := int64(8)
+				if s.tainted {
+					want = 0
+				}
+				if s.err != nil || s.fits != want {
+					t.Fatalf("the handler saw the node at %s (tainted=%v) and got %d fitting (%v); want %d", s.rv, s.tainted, s.fits, s.err, want)
+				}
+				if s.rv == node.ResourceVersion {
+					return true
+				}
+			case <-deadline:
+				return false
+			}
+		}
+	}
+	// The watch's handler is added in the background: flip until it sees one.
+	tainted := false
+	eventually(t, 30*time.Second, "the watch sees a taint flip", func() error {
+		tainted = !tainted
+		if !flip(tainted) {
+			return errorf("not seen")
+		}
+		return nil
+	})
+	observed := 0
+	for range 10 {
+		tainted = !tainted
+		if flip(tainted) {
+			observed++
+		}
+	}
+	if observed < 5 {
+		t.Fatalf("the watch saw %d of 10 taint flips; want at least 5 to prove anything", observed)
+	}
+	t.Logf("the watch saw %d of 10 taint flips, each with the estimate of after it", observed)
 }
 
 // schedulableNode is a Ready node with 4 cores, 8Gi and room for 20 pods,

@@ -93,17 +93,8 @@ func TestPodUsageFollowsTheMember(t *testing.T) {
 // estimate within the poll, while a status heartbeat keeps the remembered
 // one (the nodes are not listed again).
 func TestRememberedEstimatesFollowTheMemberNodes(t *testing.T) {
-	f := env(t)
-	m := f.members["alpha"]
 	ctx := context.Background()
-	node := schedulableNode(t, m, "alpha-estimate", map[string]string{"estimate-test": "only-this-node"})
-	// Only this node is eligible: 4 cores, 500m each.
-	spec := &corev1.PodSpec{NodeSelector: node.Labels, Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
-
-	h := startManager(t, f, testOptions())
-	f.join(t, "alpha", "alpha", nil)
-	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	h, m, node, spec := oneNodeEstimate(t, "alpha-estimate")
 	listed := 0
 	estimate := func() (capacity.Estimate, error) { return memberEstimate(ctx, h, "alpha", spec, &listed) }
 	wantFits := func(want int64, after string) {
@@ -157,6 +148,22 @@ func TestRememberedEstimatesFollowTheMemberNodes(t *testing.T) {
 	wantFits(8, "the taint's removal")
 }
 
+// oneNodeEstimate makes a schedulable node in member alpha and a template
+// that only it can take (4 cores, 500m each: 8 fit), starts a manager and
+// waits until alpha is connected.
+func oneNodeEstimate(t *testing.T, nodeName string) (*harness, *memberEnv, *corev1.Node, *corev1.PodSpec) {
+	t.Helper()
+	f := env(t)
+	m := f.members["alpha"]
+	node := schedulableNode(t, m, nodeName, map[string]string{"estimate-test": nodeName})
+	spec := &corev1.PodSpec{NodeSelector: node.Labels, Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
+	h := startManager(t, f, testOptions())
+	f.join(t, "alpha", "alpha", nil)
+	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	return h, m, node, spec
+}
+
 // memberEstimate is the member's kept estimate for spec, as rebalance asks
 // for it: the Usage's own, its nodes listed from the member cache (counted
 // in listed) only when it makes one.
@@ -194,15 +201,8 @@ func (w queueWatcher) Watch(src source.Source) error { return src.Start(w.ctx, w
 // connection's own handler often ran second and the estimate was the old
 // one.
 func TestANodeWatchGetsTheEstimateOfAfterTheChange(t *testing.T) {
-	f := env(t)
-	m := f.members["alpha"]
 	ctx := t.Context()
-	node := schedulableNode(t, m, "alpha-order", map[string]string{"order-test": "only-this-node"})
-	spec := &corev1.PodSpec{NodeSelector: node.Labels, Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}}}}
-	h := startManager(t, f, testOptions())
-	f.join(t, "alpha", "alpha", nil)
-	h.waitState(t, 10*time.Second, "alpha", true, member.ReasonConnected)
+	h, m, node, spec := oneNodeEstimate(t, "alpha-order")
 
 	type seen struct {
 		rv      string

@@ -81,6 +81,8 @@ func TestValidation(t *testing.T) {
 			"spec.nodeRecovery.notReadyFor", "should match"},
 		{"maxFailedMembers over 100%", `rebalance: {maxFailedMembers: "150%"}`,
 			"spec.rebalance.maxFailedMembers", "percentage from 0% to 100%"},
+		{"unknown placement", `rebalance: {placement: Eager}`,
+			"spec.rebalance.placement", "supported values"},
 		{"nodeSelector with an unknown operator", `nodeRecovery: {nodeSelector: {matchExpressions: [{key: a, operator: Near}]}}`,
 			"spec.nodeRecovery.nodeSelector.matchExpressions", "must be In, NotIn, Exists or DoesNotExist"},
 		{"maxUnhealthy over 100%", `nodeRecovery: {maxUnhealthy: "101%"}`,
@@ -293,6 +295,7 @@ func TestDefaults(t *testing.T) {
 		{"rebalance.failback.stabilizationWindow", rb.Failback.StabilizationWindow.Get(), 2 * time.Minute},
 		{"rebalance.failback.maxStep", rb.Failback.MaxStep, int32(2)},
 		{"rebalance.failback.makeBeforeBreak", rb.Failback.MakeBeforeBreak, true},
+		{"rebalance.placement", rb.Placement, v1alpha1.PlacementPredictive},
 		{"dryRun", got.Spec.DryRun, false},
 	}
 	for _, ch := range checks {

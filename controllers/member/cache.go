@@ -264,9 +264,7 @@ func (e estimatesFirst) Create(ctx context.Context, ev event.CreateEvent, q work
 }
 
 func (e estimatesFirst) Update(ctx context.Context, ev event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	o, okO := ev.ObjectOld.(*corev1.Node)
-	n, okN := ev.ObjectNew.(*corev1.Node)
-	if !okO || !okN || capacity.NodeFitChanged(o, n) {
+	if capacity.NodeUpdateChangesFit(ev.ObjectOld, ev.ObjectNew) {
 		e.usage.NodesChanged()
 	}
 	e.EventHandler.Update(ctx, ev, q)

@@ -234,9 +234,7 @@ func (c *connection) forgetEstimatesOnNodeChanges(inf cache.Informer) error {
 	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { c.podUsage.NodesChanged() },
 		UpdateFunc: func(oldObj, newObj any) {
-			o, okO := oldObj.(*corev1.Node)
-			n, okN := newObj.(*corev1.Node)
-			if !okO || !okN || capacity.NodeFitChanged(o, n) {
+			if capacity.NodeUpdateChangesFit(oldObj, newObj) {
 				c.podUsage.NodesChanged()
 			}
 		},

@@ -113,7 +113,7 @@ func currentReplicaSet(d *appsv1.Deployment, sets []appsv1.ReplicaSet) *appsv1.R
 // of its revisions bound to a node and not finished, terminating ones
 // included (the room the workload holds: predictive placement).
 func workloadPods(pods []*cachedpod.Pod, ns string, mw memberWorkload) (mine []*cachedpod.Pod, placed int64) {
-	if len(mw.Revisions) == 0 && mw.Owner == "" {
+	if len(mw.Revisions) == 0 { // the current ReplicaSet is one of them
 		return nil, 0
 	}
 	for _, p := range pods {
@@ -124,7 +124,7 @@ func workloadPods(pods []*cachedpod.Pod, ns string, mw memberWorkload) (mine []*
 		if ctl == "" {
 			continue
 		}
-		if mw.Owner != "" && ctl == mw.Owner {
+		if ctl == mw.Owner {
 			mine = append(mine, p)
 		}
 		if p.NodeName != "" && p.Phase != corev1.PodSucceeded && p.Phase != corev1.PodFailed && slices.Contains(mw.Revisions, ctl) {

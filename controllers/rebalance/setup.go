@@ -278,7 +278,5 @@ func scheduledReason(p *cachedpod.Pod) string {
 // nodeCapacityChanged drops heartbeats: only what an estimate reads of a
 // node (capacity.NodeFitChanged) changes the room for replicas.
 var nodeCapacityChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	o, okO := e.ObjectOld.(*corev1.Node)
-	n, okN := e.ObjectNew.(*corev1.Node)
-	return !okO || !okN || capacity.NodeFitChanged(o, n)
+	return capacity.NodeUpdateChangesFit(e.ObjectOld, e.ObjectNew)
 }}

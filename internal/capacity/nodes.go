@@ -42,6 +42,14 @@ func Eligible(node *corev1.Node, spec *corev1.PodSpec) (bool, string) {
 	return true, ""
 }
 
+// NodeUpdateChangesFit is NodeFitChanged for an informer's or a watch
+// event's objects: anything but two Nodes counts as a change.
+func NodeUpdateChangesFit(old, cur any) bool {
+	o, okO := old.(*corev1.Node)
+	n, okN := cur.(*corev1.Node)
+	return !okO || !okN || NodeFitChanged(o, n)
+}
+
 // NodeFitChanged reports whether a node's update changes what Eligible and
 // an estimate read of it: Ready, unschedulable, taints, labels, name and
 // allocatable. A kubelet's status heartbeat changes none of them.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,9 @@ type rbMeasure struct {
 	// the RSP capped member2 below its share.
 	// BeyondRoomSeconds is how long (sampled) member2's Deployment wanted
 	// more than it held.
+	// LoadAvg1 is the machine's 1-minute load average when the measurement
+	// ended: a figure taken with no headroom measures the machine.
+	LoadAvg1          float64  `json:"load_average_1m"`
 	Target            int32    `json:"target,omitempty"`
 	PlacedBeyondRoom  *int32   `json:"placed_beyond_room,omitempty"`
 	BeyondRoomSeconds *float64 `json:"beyond_room_seconds,omitempty"`
@@ -271,6 +275,7 @@ func (b *rbBench) scenario(ctx context.Context, run, attempt int, sc, mode strin
 			err = cerr
 		}
 	}()
+	defer func() { m.LoadAvg1, _ = loadAvg() }()
 	switch sc {
 	case "exhaustion":
 		err = b.exhaustion(ctx, ns, &m)
@@ -878,8 +883,9 @@ func (b *rbBench) report(all []rbMeasure, runs int) error {
 			rowOf("scale-up into a full member, reactive", suR, suK, suRSpeed, target))
 	}
 	fmt.Fprintln(b.out)
-	fmt.Fprintf(b.out, "rebalance benchmark: %d of %d run(s), totalReplicas %d, bound %s, kubefed at %s timings; seconds to all replicas Ready (failback: to the baseline)\n",
-		runs, b.o.runs, b.o.total, b.o.bound, b.timings)
+	loadMin, loadMax := loadRange(all)
+	fmt.Fprintf(b.out, "rebalance benchmark: %d of %d run(s), totalReplicas %d, bound %s, kubefed at %s timings; seconds to all replicas Ready (failback: to the baseline); 1-min load average at the end of each measurement %.2f-%.2f on %d cores\n",
+		runs, b.o.runs, b.o.total, b.o.bound, b.timings, loadMin, loadMax, runtime.NumCPU())
 	if err := Table(b.out, []string{"SCENARIO", "FEDFAILOVER S (MEDIAN)", "P95", "KUBEFED ALONE S (MEDIAN)", "P95", "SPEEDUP",
 		"MIN READY FEDFAILOVER", "MIN READY KUBEFED"}, rows); err != nil {
 		return err
@@ -915,6 +921,9 @@ func (b *rbBench) report(all []rbMeasure, runs int) error {
 	fmt.Fprintf(b.out, "goals: %s\n", strings.Join(said, "; "))
 	return WriteJSON(b.out, map[string]any{
 		"scenarios":                             b.o.scenarios,
+		"load_average_1m_min":                   loadMin,
+		"load_average_1m_max":                   loadMax,
+		"cpus":                                  runtime.NumCPU(),
 		"scale_up_seconds_predictive":           suP.median,
 		"scale_up_seconds_predictive_p95":       suP.p95,
 		"scale_up_seconds_reactive":             suR.median,
@@ -963,6 +972,17 @@ func (b *rbBench) report(all []rbMeasure, runs int) error {
 		"measurements":                          all,
 		"sample_interval_ms":                    rbSamplePace.Milliseconds(),
 	})
+}
+
+// loadRange is the lowest and highest load average the measurements ended at.
+func loadRange(all []rbMeasure) (lo, hi float64) {
+	for i, m := range all {
+		if i == 0 || m.LoadAvg1 < lo {
+			lo = m.LoadAvg1
+		}
+		hi = max(hi, m.LoadAvg1)
+	}
+	return lo, hi
 }
 
 // scaleUpCounts are, per mode, the most replicas member2 was given beyond

@@ -59,3 +59,10 @@ func TestScaleUpCounts(t *testing.T) {
 		t.Error("another scenario's figures counted as scale-up")
 	}
 }
+
+func TestLoadRange(t *testing.T) {
+	lo, hi := loadRange([]rbMeasure{{LoadAvg1: 1.2}, {LoadAvg1: 0.4}, {LoadAvg1: 0.9}})
+	if lo != 0.4 || hi != 1.2 {
+		t.Errorf("load range %.2f-%.2f, want 0.40-1.20", lo, hi)
+	}
+}

@@ -282,6 +282,9 @@ func runScaleBench(ctx context.Context, out io.Writer, o scOptions) (err error) 
 		KwokSingleNode: true,
 		// Many control planes share the machine's cores while they start.
 		StartTimeout: 3 * time.Minute,
+		// The manager's host writes are broken down from the host's audit
+		// log (scale_audit.go).
+		AuditLog: true,
 	}, b.progress)
 	if err != nil {
 		return err

@@ -71,8 +71,12 @@ type scResult struct {
 	HostLeaseWrites float64 `json:"host_lease_writes_per_second"`
 	MemberWrites    float64 `json:"member_writes_per_second"`
 	HostOtherWrites float64 `json:"host_writes_without_leader_election_per_second"`
-	LoadAvg1        float64 `json:"load_average_1m"`
-	LoadAvg5        float64 `json:"load_average_5m"`
+	// HostWrites are the manager's host writes in the window by request,
+	// from the host's audit log (scale_audit.go); HostOtherWrites is then
+	// their rate without the renewals of its leader election Lease.
+	HostWrites []scHostWrite `json:"host_writes_by_request,omitempty"`
+	LoadAvg1   float64       `json:"load_average_1m"`
+	LoadAvg5   float64       `json:"load_average_5m"`
 	// Pressure is how long tasks stalled on CPU and on I/O in the steady
 	// window (nil where the kernel does not report it).
 	Pressure *scPressure `json:"pressure_over_steady_window,omitempty"`
@@ -490,9 +494,45 @@ func (b *scBench) steady(ctx context.Context, ms scManagers, r *scResult) error 
 		}
 	}
 	r.HostOtherWrites = round3(max(hostWrites-(l1-l0), 0) / secs)
+	if err := b.hostWriteBreakdown(ctx, r, t0, t1); err != nil {
+		b.progress("the manager's host writes are not broken down: %v", err)
+	}
 	b.progress("steady: manager CPU %.2f%% of a core, member writes %.3f/s, host writes %.3f/s (%.3f/s leader election); rig CPU %.1f%% of a core, load %.2f",
 		r.CPUPercent, r.MemberWrites, r.Requests[lab.HostName].Writes, r.HostLeaseWrites, r.SteadyLab.Rig.CPUPercent, r.LoadAvg1)
 	b.progress("stalls over the steady window (/proc/pressure; the load average counts tasks waiting on I/O too): %s", r.Pressure)
+	return nil
+}
+
+// hostWriteBreakdown reads the manager's host writes in [t0, t1) from the
+// host's audit log, once the log has an entry received after t1 (the API
+// server writes each when its request completes), and counts them without
+// the leader election's renewals: only the manager's own writes, where the
+// count of every host Lease PUT includes other clients' Leases.
+func (b *scBench) hostWriteBreakdown(ctx context.Context, r *scResult, t0, t1 time.Time) error {
+	st, err := b.l.State()
+	if err != nil {
+		return err
+	}
+	path := lab.AuditLogPath(st.Cluster(lab.HostName))
+	var writes []scHostWrite
+	var renewals int
+	err = pollEvery(ctx, 15*time.Second, 500*time.Millisecond, "the host's audit log past the window", func(context.Context) (bool, string, error) {
+		w, n, past, readErr := hostWritesFromAuditFile(path, t0, t1)
+		writes, renewals = w, n
+		return past, "no entry after the window yet", readErr
+	})
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, w := range writes {
+		total += w.Count
+	}
+	r.HostWrites = writes
+	r.HostOtherWrites = round3(float64(total-renewals) / t1.Sub(t0).Seconds())
+	for _, w := range writes {
+		b.progress("  host write %-60s %5d (%.3f/s)", w.Request, w.Count, w.PerSecond)
+	}
 	return nil
 }
 

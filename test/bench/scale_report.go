@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/fedfailover/fedfailover/test/lab"
@@ -170,6 +171,16 @@ func (b *scBench) report(r *scResult) error {
 	fmt.Fprintf(out, "API requests of the manager over the steady window (its rest_client_requests_total; host Lease renewals %.3f/s):\n", r.HostLeaseWrites)
 	if err := Table(out, []string{"API SERVER", "READS/S", "WRITES/S"}, req); err != nil {
 		return err
+	}
+	if len(r.HostWrites) > 0 {
+		var rows [][]string
+		for _, w := range r.HostWrites {
+			rows = append(rows, []string{w.Request, strconv.Itoa(w.Count), fmt.Sprintf("%.3f", w.PerSecond)})
+		}
+		fmt.Fprintf(out, "the manager's host writes over the steady window (the host's audit log; %.3f/s without its leader election Lease):\n", r.HostOtherWrites)
+		if err := Table(out, []string{"REQUEST", "COUNT", "PER S"}, rows); err != nil {
+			return err
+		}
 	}
 	missing := func(l *scLatency) int {
 		if l == nil {

@@ -151,6 +151,16 @@ func (c *Cache) PodUsage(_ context.Context, cluster string) (*capacity.Usage, er
 	return conn.podUsage, nil
 }
 
+// Owners returns the member's workload owners (Deployments, ReplicaSets):
+// from its cache once that has synced, live before (owners.go).
+func (c *Cache) Owners(ctx context.Context, cluster string) (Owners, error) {
+	conn, err := c.conn(cluster)
+	if err != nil {
+		return nil, err
+	}
+	return conn.owners(ctx), nil
+}
+
 // GetUncachedClient returns a client that always reads from the member's API
 // server and returns whole objects.
 func (c *Cache) GetUncachedClient(_ context.Context, cluster string) (client.Client, error) {

@@ -94,6 +94,9 @@ type connection struct {
 	podUsage       *capacity.Usage
 	podUsageSynced func() bool
 
+	// ownerInf are the workload owners' informers, for rebalance (owners.go).
+	ownerInf ownerInformers
+
 	lastWatchErr atomic.Pointer[string]
 }
 
@@ -148,6 +151,9 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 		byType[reflect.TypeOf(k.obj)] = p
 		byObject[k.obj] = cache.ByObject{Transform: countObjects(k.transform, &p.objects)}
 	}
+	for _, k := range ownerKinds() {
+		byObject[k.obj] = cache.ByObject{Transform: k.transform}
+	}
 	c.cache, err = cache.New(cfg, cache.Options{
 		HTTPClient: httpClient,
 		Scheme:     scheme,
@@ -160,7 +166,7 @@ func dial(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, o Optio
 			if p, ok := byType[reflect.TypeOf(obj)]; ok {
 				lw = withProgress(lw, p)
 			}
-			return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
+			return toolscache.NewSharedIndexInformer(lw, obj, resync, withControllerIndex(obj, idx))
 		},
 		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
 			msg := err.Error()
@@ -380,13 +386,17 @@ func probe(ctx context.Context, c client.Client) error {
 	return c.List(ctx, l, client.Limit(1))
 }
 
-// fallbackReader reads the cached kinds from the cache and the rest live.
+// fallbackReader reads the cached kinds from the cache and the rest live,
+// the workload owners too (Owners reads their cache once it has synced).
 type fallbackReader struct {
 	cache cache.Cache
 	live  client.Reader
 }
 
 func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if isOwnerKind(obj) {
+		return r.live.Get(ctx, key, obj, opts...)
+	}
 	err := r.cache.Get(ctx, key, obj, opts...)
 	if errors.As(err, new(*cache.ErrResourceNotCached)) {
 		return r.live.Get(ctx, key, obj, opts...)
@@ -395,6 +405,9 @@ func (r fallbackReader) Get(ctx context.Context, key client.ObjectKey, obj clien
 }
 
 func (r fallbackReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if isOwnerKind(list) {
+		return r.live.List(ctx, list, opts...)
+	}
 	err := r.cache.List(ctx, list, opts...)
 	if errors.As(err, new(*cache.ErrResourceNotCached)) {
 		return r.live.List(ctx, list, opts...)

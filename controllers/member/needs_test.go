@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -57,6 +58,13 @@ func TestConnectionRequestsAreTheMembersNeeds(t *testing.T) {
 	if err := probe(ctx, conn.uncached); err != nil {
 		t.Fatal(err)
 	}
+	// Rebalance's first pass starts the workload owners' informers.
+	poll(t, 30*time.Second, "the workload owners cached", func() error {
+		if _, ok := conn.owners(ctx).(cachedOwners); !ok {
+			return errors.New("still read live")
+		}
+		return nil
+	})
 	den.review(ctx, conn.reviewer, []memberrbac.Permission{{Verb: "patch", Resource: "nodes"}})
 
 	mu.Lock()

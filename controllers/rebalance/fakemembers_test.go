@@ -34,7 +34,7 @@ type fakeMembers struct {
 	// clock, when set, is kubefed's: each KubeFedCluster was probed at
 	// clock() (kubefed probes every 10 s); unset, no probe time is given.
 	clock func() time.Time
-	// liveDelay is added to each live read (GetClient), as a member API
+	// liveDelay is added to each live read (Owners), as a member API
 	// server's round trip would.
 	liveDelay time.Duration
 
@@ -168,14 +168,14 @@ func (f *fakeMembers) PodUsage(ctx context.Context, c string) (*capacity.Usage, 
 	return u, nil
 }
 
-func (f *fakeMembers) GetClient(_ context.Context, c string) (client.Client, error) {
+func (f *fakeMembers) Owners(_ context.Context, c string) (member.Owners, error) {
 	if f.down[c] {
 		return nil, member.ErrNotConnected
 	}
 	if f.liveDelay > 0 {
-		return memberRequests.Client(slowClient{Client: f.readers[c], delay: f.liveDelay}), nil
+		return member.LiveOwners(memberRequests.Client(slowClient{Client: f.readers[c], delay: f.liveDelay})), nil
 	}
-	return memberRequests.Client(f.readers[c]), nil
+	return member.LiveOwners(memberRequests.Client(f.readers[c])), nil
 }
 
 // slowClient is a member client whose reads take a round trip's time.

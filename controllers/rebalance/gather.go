@@ -166,17 +166,17 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 	if err := watch(ctx, cluster); err != nil && !errors.Is(err, member.ErrNotConnected) {
 		return observation{}, err
 	}
-	rd, pods, usage, err := r.readMember(ctx, cluster, ns)
+	mw, err := r.ownerIn(ctx, cluster, ns, w)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
+		return observation{KubefedReady: true}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
+	}
+	rd, pods, usage, err := r.readMember(ctx, cluster, ns, mw.Revisions)
 	if err != nil {
 		// Unreadable counts as unhealthy: its replicas move once that lasts
 		// clusterFailedAfter.
 		ctrl.LoggerFrom(ctx).V(1).Info("Member unreadable; counted unhealthy", "error", err.Error())
-		return observation{KubefedReady: true}, nil //nolint:nilerr // an unreadable member is a state, not a failed pass
-	}
-	mw, err := r.ownerIn(ctx, cluster, ns, w)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).V(1).Info("Member workload unreadable; counted unhealthy", "error", err.Error())
-		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable cache
+		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable workload
 	}
 	mine, placed := workloadPods(pods, ns, mw)
 	est, err := usage.Estimate(w.spec, func() ([]*corev1.Node, error) { return cachedNodes(ctx, rd) })
@@ -198,7 +198,7 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 
 // ownerIn finds the member's ReplicaSet of the workload (workloadOwner).
 func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload) (memberWorkload, error) {
-	c, err := r.members.GetClient(ctx, cluster)
+	c, err := r.members.Owners(ctx, cluster)
 	if err != nil {
 		return memberWorkload{Replicas: -1}, err
 	}
@@ -206,9 +206,10 @@ func (r *Reconciler) ownerIn(ctx context.Context, cluster, ns string, w workload
 }
 
 // readMember returns the member's cache reader, the Pods of namespace ns
-// from it and what all its pods take per node. The Pods are the cache's own
-// (member.VisitCached), for reading during this pass only.
-func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) (client.Reader, []*cachedpod.Pod, *capacity.Usage, error) {
+// whose controller is one of owners (the workload's ReplicaSets) from it,
+// and what all its pods take per node. The Pods are the cache's own
+// (member.VisitOwnedPods), for reading during this pass only.
+func (r *Reconciler) readMember(ctx context.Context, cluster, ns string, owners []types.UID) (client.Reader, []*cachedpod.Pod, *capacity.Usage, error) {
 	rd, err := r.members.GetReader(ctx, cluster)
 	if err != nil {
 		return nil, nil, nil, err
@@ -218,7 +219,7 @@ func (r *Reconciler) readMember(ctx context.Context, cluster, ns string) (client
 		return nil, nil, nil, err
 	}
 	var pods []*cachedpod.Pod
-	if err := member.VisitCached(ctx, rd, ns, func(p *cachedpod.Pod) { pods = append(pods, p) }); err != nil {
+	if err := member.VisitOwnedPods(ctx, rd, ns, owners, func(p *cachedpod.Pod) { pods = append(pods, p) }); err != nil {
 		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	return rd, pods, usage, nil

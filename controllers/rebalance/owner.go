@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/cachedpod"
 )
 
@@ -45,45 +46,35 @@ type memberWorkload struct {
 
 // workloadOwner reads the member's workload: its current ReplicaSet (the
 // pods' owner), its replicas and whether its controller observed them.
-// The Deployment and ReplicaSets are read live: the member cache keeps
-// only Nodes, Pods and volume objects.
-func workloadOwner(ctx context.Context, c client.Reader, kind string, key types.NamespacedName) (memberWorkload, error) {
+// The member's Deployments and ReplicaSets come from its cache once that
+// has synced, live before (member.Owners).
+func workloadOwner(ctx context.Context, c member.Owners, kind string, key types.NamespacedName) (memberWorkload, error) {
 	none := memberWorkload{Replicas: -1}
 	if kind == "FederatedReplicaSet" {
-		rs := &appsv1.ReplicaSet{}
-		if err := c.Get(ctx, key, rs); err != nil {
+		rs, err := c.ReplicaSet(ctx, key)
+		if err != nil {
 			return none, client.IgnoreNotFound(err)
 		}
 		return memberWorkload{Owner: rs.UID, Revisions: []types.UID{rs.UID}, Replicas: int64(ptrOr(rs.Spec.Replicas, 1)),
 			Observed: rs.Status.ObservedGeneration >= rs.Generation}, nil
 	}
-	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, key, d); err != nil {
+	d, err := c.Deployment(ctx, key)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return none, nil
 		}
 		return none, fmt.Errorf("reading Deployment %s: %w", key, err)
 	}
 	out := memberWorkload{Replicas: int64(ptrOr(d.Spec.Replicas, 1)), Observed: d.Status.ObservedGeneration >= d.Generation}
-	var sets appsv1.ReplicaSetList
-	opts := []client.ListOption{client.InNamespace(key.Namespace)}
-	if d.Spec.Selector != nil {
-		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil {
-			return none, fmt.Errorf("selector of Deployment %s: %w", key, err)
-		}
-		opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
-	}
-	if err := c.List(ctx, &sets, opts...); err != nil {
+	sets, err := c.ReplicaSetsOf(ctx, d)
+	if err != nil {
 		return none, fmt.Errorf("listing ReplicaSets of Deployment %s: %w", key, err)
 	}
-	if rs := currentReplicaSet(d, sets.Items); rs != nil {
+	if rs := currentReplicaSet(d, sets); rs != nil {
 		out.Owner = rs.UID
 	}
-	for i := range sets.Items {
-		if controlledBy(sets.Items[i].OwnerReferences, d.UID) {
-			out.Revisions = append(out.Revisions, sets.Items[i].UID)
-		}
+	for _, rs := range sets {
+		out.Revisions = append(out.Revisions, rs.UID)
 	}
 	return out, nil
 }
@@ -96,12 +87,11 @@ func ptrOr(p *int32, def int32) int32 {
 	return *p
 }
 
-// currentReplicaSet is the ReplicaSet the Deployment controls at the
-// Deployment's revision, or nil (none created yet).
-func currentReplicaSet(d *appsv1.Deployment, sets []appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	for i := range sets {
-		rs := &sets[i]
-		if controlledBy(rs.OwnerReferences, d.UID) && rs.Annotations[revisionAnnotation] == d.Annotations[revisionAnnotation] {
+// currentReplicaSet is, of the ReplicaSets the Deployment controls, the one
+// at the Deployment's revision, or nil (none created yet).
+func currentReplicaSet(d *appsv1.Deployment, sets []*appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	for _, rs := range sets {
+		if rs.Annotations[revisionAnnotation] == d.Annotations[revisionAnnotation] {
 			return rs
 		}
 	}

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -98,13 +99,28 @@ func TestObserveFederatedReplicaSet(t *testing.T) {
 	}
 }
 
-func TestCurrentReplicaSet(t *testing.T) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{UID: "d", Annotations: map[string]string{revisionAnnotation: "3"}}}
-	sets := []appsv1.ReplicaSet{*replicaSet("a", "a", "3", "other"), *replicaSet("b", "b", "2", "d"), *replicaSet("c", "c", "3", "d")}
-	if rs := currentReplicaSet(d, sets); rs == nil || rs.UID != "c" {
-		t.Errorf("current %v, want c (owned by d, at its revision)", rs)
+// The current ReplicaSet is the one the Deployment controls at its
+// revision; its revisions are every ReplicaSet it controls, whatever their
+// labels say (a is another Deployment's, with the same labels).
+func TestWorkloadOwnerCurrentReplicaSet(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d", Annotations: map[string]string{revisionAnnotation: "3"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	fm := noMembers(t)
+	fm.add(t, "member1", d, replicaSet("a", "a", "3", "other"), replicaSet("b", "b", "2", "d"))
+	key := types.NamespacedName{Namespace: "demo", Name: "web"}
+	owners, err := fm.Owners(context.Background(), "member1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rs := currentReplicaSet(d, sets[:2]); rs != nil {
-		t.Errorf("current %v, want none before the new ReplicaSet exists", rs.Name)
+	mw, err := workloadOwner(context.Background(), owners, "FederatedDeployment", key)
+	if err != nil || mw.Owner != "" || !slices.Equal(mw.Revisions, []types.UID{"b"}) {
+		t.Errorf("before the new ReplicaSet exists: %+v, %v; want no owner, revisions [b]", mw, err)
+	}
+	fm.add(t, "member1", d, replicaSet("a", "a", "3", "other"), replicaSet("b", "b", "2", "d"), replicaSet("c", "c", "3", "d"))
+	owners, _ = fm.Owners(context.Background(), "member1")
+	mw, err = workloadOwner(context.Background(), owners, "FederatedDeployment", key)
+	slices.Sort(mw.Revisions)
+	if err != nil || mw.Owner != "c" || !slices.Equal(mw.Revisions, []types.UID{"b", "c"}) {
+		t.Errorf("owner %+v, %v; want c (owned by d, at its revision), revisions [b c]", mw, err)
 	}
 }

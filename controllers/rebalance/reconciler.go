@@ -41,7 +41,8 @@ type members interface {
 	GetReader(ctx context.Context, cluster string) (client.Reader, error)
 	// PodUsage is the member's pod requests summed per node.
 	PodUsage(ctx context.Context, cluster string) (*capacity.Usage, error)
-	GetClient(ctx context.Context, cluster string) (client.Client, error)
+	// Owners reads the member's Deployments and ReplicaSets.
+	Owners(ctx context.Context, cluster string) (member.Owners, error)
 	Watch(ctx context.Context, cluster string, in member.WatchInput) error
 	// Sharded: members are sharded across replicas; HoldsMember: this
 	// replica holds the member now; MemberHolder: the replica that does,

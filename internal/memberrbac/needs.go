@@ -58,6 +58,10 @@ var needs = []Need{
 		Why: "member cache (which volumes are attached to which node)"},
 	{Group: "storage.k8s.io", Resource: "csidrivers", Verbs: []string{"list", "watch"}, By: ByMembers,
 		Why: "member cache (which drivers attach volumes)"},
+	{Group: "apps", Resource: "deployments", Verbs: []string{"list", "watch"}, By: ByMembers,
+		Why: "member cache of workload owners, started by rebalance's first pass over the member (spec.replicas, revision, observed generation)"},
+	{Group: "apps", Resource: "replicasets", Verbs: []string{"list", "watch"}, By: ByMembers,
+		Why: "member cache of workload owners (each ReplicaSet's controller and revision)"},
 	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews", Verbs: []string{"create"}, By: ByMembers,
 		Why: "re-checking a permission the member refused, so the condition clears once it is granted"},
 	{NonResourceURLs: []string{"/api", "/api/*", "/apis", "/apis/*", "/version"}, Verbs: []string{"get"}, By: ByMembers,
@@ -81,9 +85,9 @@ var needs = []Need{
 		Why: "the kubelet Lease of a node whose Machine shows it off (`detection: Evidence`; one GET at a time, never cached)"},
 
 	{Group: "apps", Resource: "deployments", Verbs: []string{"get"}, By: ByRebalance,
-		Why: "the member Deployment of a federated workload"},
+		Why: "the member Deployment of a federated workload, live until the owners' cache has synced"},
 	{Group: "apps", Resource: "replicasets", Verbs: []string{"get", "list"}, By: ByRebalance,
-		Why: "the Deployment's current ReplicaSet; the ReplicaSet of a FederatedReplicaSet"},
+		Why: "the Deployment's current ReplicaSet; the ReplicaSet of a FederatedReplicaSet (live until the owners' cache has synced)"},
 }
 
 // Needs returns every need, in the order of the list.

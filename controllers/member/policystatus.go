@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,13 +34,17 @@ const StatusFieldOwner = "fedfailover-members"
 // the MembersConnected condition and the Ready summary of each
 // FailoverPolicy.
 type policyStatusReconciler struct {
-	client client.Client
-	cache  *Cache
+	client  client.Client
+	cache   *Cache
+	applier policystatus.Applier
 }
 
 func (r *policyStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pol := &v1alpha1.FailoverPolicy{}
 	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.applier.Forget(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	members, cond, overlap := r.desired(ctx, pol)
@@ -196,7 +201,8 @@ func (r *policyStatusReconciler) keepFreshProbeTimes(pol *v1alpha1.FailoverPolic
 
 // apply writes the member fields and Ready with server-side apply. Ready
 // summarises this controller's condition and the other controllers' (see
-// policystatus.Ready). An unchanged status is a no-op for the API server.
+// policystatus.Ready). A status this controller already applied to the
+// policy as it is now is not sent again (policystatus.Applier).
 func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus,
 	cond, overlap metav1.Condition, extra ...metav1.Condition) error {
 	var connected int32
@@ -215,7 +221,8 @@ func (r *policyStatusReconciler) apply(ctx context.Context, pol *v1alpha1.Failov
 		ConnectedMembers:   connected,
 		Conditions:         policystatus.Conditions(pol, append([]metav1.Condition{cond, overlap, policystatus.Ready(pol, conds)}, extra...)...),
 	}
-	return policystatus.Apply(ctx, r.client, pol.Name, StatusFieldOwner, &status)
+	_, err := r.applier.Apply(ctx, r.client, pol, StatusFieldOwner, &status)
+	return err
 }
 
 // allPolicies maps any member change to every FailoverPolicy: there are few.

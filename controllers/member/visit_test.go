@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -245,7 +246,7 @@ func goalMemberCache(b *testing.B) cache.Cache {
 			&corev1.Pod{}:  {Transform: transformPod},
 		},
 		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
-			return toolscache.NewSharedIndexInformer(listOnly{lists[reflect.TypeOf(obj)]}, obj, resync, idx)
+			return toolscache.NewSharedIndexInformer(listOnly{lists[reflect.TypeOf(obj)]}, obj, resync, withControllerIndex(obj, idx))
 		},
 	})
 	if err != nil {
@@ -304,4 +305,38 @@ func BenchmarkReadGoalMember(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkWorkloadPodsGoalMember is what one RSP pass pays to find its
+// workload's 100 pods in a member of the goal size (20,000 pods, 1,000 in
+// the workload's namespace): walking the namespace's cached pods for
+// those the workload's ReplicaSet controls (before), or reading them
+// through the controller index (VisitOwnedPods).
+func BenchmarkWorkloadPodsGoalMember(b *testing.B) {
+	c := goalMemberCache(b)
+	ctx := b.Context()
+	owner := types.UID(fmt.Sprintf("9a7b6c5d-%04x-4e3f-8a1b-0c2d3e4f5a6b", 0)) // deploymentPod's ReplicaSet of svc-0
+	const ns, want = "team-0", 100
+	b.Run("namespace-walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var mine []*cachedpod.Pod
+			if err := VisitCached(ctx, c, ns, func(p *cachedpod.Pod) {
+				if ctl := metav1.GetControllerOfNoCopy(p); ctl != nil && ctl.UID == owner {
+					mine = append(mine, p)
+				}
+			}); err != nil || len(mine) != want {
+				b.Fatalf("%d pods (%v), want %d", len(mine), err, want)
+			}
+		}
+	})
+	b.Run("VisitOwnedPods", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var mine []*cachedpod.Pod
+			if err := VisitOwnedPods(ctx, c, ns, []types.UID{owner}, func(p *cachedpod.Pod) { mine = append(mine, p) }); err != nil || len(mine) != want {
+				b.Fatalf("%d pods (%v), want %d", len(mine), err, want)
+			}
+		}
+	})
 }

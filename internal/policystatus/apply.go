@@ -1,8 +1,11 @@
 package policystatus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,9 +19,16 @@ import (
 // Only the fields set in status are claimed, so controllers with other
 // field managers keep theirs. A policy deleted meanwhile is not an error.
 func Apply(ctx context.Context, c client.Client, name, owner string, status *v1alpha1.FailoverPolicyStatus) error {
+	_, err := apply(ctx, c, name, owner, status)
+	return err
+}
+
+// apply is Apply, returning the policy's resourceVersion after the write
+// ("" when the policy is gone).
+func apply(ctx context.Context, c client.Client, name, owner string, status *v1alpha1.FailoverPolicyStatus) (string, error) {
 	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
 	if err != nil {
-		return fmt.Errorf("converting status: %w", err)
+		return "", fmt.Errorf("converting status: %w", err)
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FailoverPolicy"))
@@ -26,9 +36,64 @@ func Apply(ctx context.Context, c client.Client, name, owner string, status *v1a
 	if err := c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(owner), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("applying FailoverPolicy status: %w", err)
+		return "", fmt.Errorf("applying FailoverPolicy status: %w", err)
 	}
-	return nil
+	return u.GetResourceVersion(), nil // the response, decoded into u
+}
+
+// Applier applies one field owner's status fields, and does not send again
+// a status it already applied to the policy as it is now: a pass without
+// news (a resync) then makes no request. Even a server-side apply that
+// changes nothing is a write request, one a minute per policy and writer,
+// which a federation at rest should not pay. "As it is now" is the
+// policy's resourceVersion: any write to the policy since ours (another
+// writer's, a user's, one that wiped status) makes the next pass apply
+// again. Its zero value is ready.
+type Applier struct {
+	mu   sync.Mutex
+	last map[string]applied // by policy name
+}
+
+// applied is what an Applier last sent to a policy, and the policy's
+// resourceVersion right after.
+type applied struct {
+	resourceVersion string
+	status          []byte
+}
+
+// Apply is Apply for pol as read (its resourceVersion tells whether
+// anything wrote to it since this Applier did). It reports whether it sent
+// the request.
+func (a *Applier) Apply(ctx context.Context, c client.Client, pol *v1alpha1.FailoverPolicy, owner string, status *v1alpha1.FailoverPolicyStatus) (bool, error) {
+	b, err := json.Marshal(status)
+	if err != nil {
+		return false, fmt.Errorf("encoding status: %w", err)
+	}
+	a.mu.Lock()
+	prev, ok := a.last[pol.Name]
+	a.mu.Unlock()
+	if ok && prev.resourceVersion == pol.ResourceVersion && bytes.Equal(prev.status, b) {
+		return false, nil
+	}
+	rv, err := apply(ctx, c, pol.Name, owner, status)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil || rv == "" {
+		delete(a.last, pol.Name)
+		return true, err
+	}
+	if a.last == nil {
+		a.last = map[string]applied{}
+	}
+	a.last[pol.Name] = applied{resourceVersion: rv, status: b}
+	return true, nil
+}
+
+// Forget drops what the Applier remembers of a policy (deleted).
+func (a *Applier) Forget(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.last, name)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +20,8 @@ import (
 // its Store into the FailoverPolicy status fields the feature owns and
 // applies them with its own field manager, so features never overwrite
 // each other. It runs on policy spec changes, on the Store's wake-ups and
-// every Resync.
+// every Resync (which sends nothing while the policy is as its last apply
+// left it: Applier).
 type Writer[K comparable, E any] struct {
 	// Name is the controller's name.
 	Name string
@@ -32,6 +34,8 @@ type Writer[K comparable, E any] struct {
 	Resync time.Duration
 	// Client reads and writes policies; SetupWithManager sets the manager's.
 	Client client.Client
+
+	applier Applier
 }
 
 // SetupWithManager adds the Writer to mgr.
@@ -52,12 +56,15 @@ func (w *Writer[K, E]) SetupWithManager(mgr ctrl.Manager) error {
 func (w *Writer[K, E]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pol := &v1alpha1.FailoverPolicy{}
 	if err := w.Client.Get(ctx, req.NamespacedName, pol); err != nil {
+		if apierrors.IsNotFound(err) {
+			w.applier.Forget(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	entries, ours := w.Store.Snapshot(pol.Name)
 	status := w.Build(pol, entries)
 	status.RecentDecisions = MergeDecisions(ours, pol.Status.RecentDecisions)
-	if err := Apply(ctx, w.Client, pol.Name, w.FieldOwner, &status); err != nil {
+	if _, err := w.applier.Apply(ctx, w.Client, pol, w.FieldOwner, &status); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: w.Resync}, nil

@@ -1,0 +1,88 @@
+package policystatus
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedfailover/fedfailover/api/v1alpha1"
+	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/testenv"
+)
+
+// TestApplierSendsOnlyNews: on a real API server, an Applier sends a
+// status it already applied to the policy as it is now no more (a resync
+// without news is no request), and sends it again once anything else wrote
+// to the policy, a stale read of the policy included; a changed status is
+// always sent.
+func TestApplierSendsOnlyNews(t *testing.T) {
+	cfg := testenv.Start(t)
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pol := &v1alpha1.FailoverPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: v1alpha1.FailoverPolicySpec{NodeRecovery: &v1alpha1.NodeRecoverySpec{NotReadyFor: "10s",
+			Fencing: v1alpha1.FencingSpec{MachineInfrastructureDeleted: true}}}}
+	if err := c.Create(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	read := func() *v1alpha1.FailoverPolicy {
+		t.Helper()
+		got := &v1alpha1.FailoverPolicy{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pol), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	members := func(n int32) *v1alpha1.FailoverPolicyStatus {
+		return &v1alpha1.FailoverPolicyStatus{ConnectedMembers: n}
+	}
+	var a Applier
+	step := func(what string, p *v1alpha1.FailoverPolicy, st *v1alpha1.FailoverPolicyStatus, wantSent bool) {
+		t.Helper()
+		sent, err := a.Apply(ctx, c, p, "test-owner", st)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if sent != wantSent {
+			t.Errorf("%s: sent %t, want %t", what, sent, wantSent)
+		}
+	}
+	stale := read()
+	step("first apply", stale, members(1), true)
+	if got := read().Status.ConnectedMembers; got != 1 {
+		t.Fatalf("connectedMembers %d after the apply, want 1", got)
+	}
+	step("the same status, policy unchanged since", read(), members(1), false)
+	step("the same status on a read from before the apply", stale, members(1), true)
+	step("again, policy unchanged", read(), members(1), false)
+	step("a changed status", read(), members(2), true)
+
+	// Another writer's fields: the policy changed, so the next pass sends
+	// ours again (a no-op for the server), then nothing.
+	if err := Apply(ctx, c, pol.Name, "other-owner", &v1alpha1.FailoverPolicyStatus{ObservedGeneration: 1}); err != nil {
+		t.Fatal(err)
+	}
+	step("after another writer", read(), members(2), true)
+	step("then unchanged", read(), members(2), false)
+	if got := read().Status; got.ConnectedMembers != 2 || got.ObservedGeneration != 1 {
+		t.Errorf("status %+v: want both writers' fields", got)
+	}
+
+	// A policy deleted: nothing is remembered of it.
+	if err := c.Delete(ctx, pol); err != nil {
+		t.Fatal(err)
+	}
+	a.Forget(pol.Name)
+	if len(a.last) != 0 {
+		t.Errorf("remembered %v after Forget", a.last)
+	}
+}

@@ -543,7 +543,9 @@ type MemberStatus struct {
 	// Message explains the connection state.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// LastProbeTime is when the member was last probed.
+	// LastProbeTime is when a probe found the member as this entry reports
+	// it. Members are probed every few seconds, but status is not rewritten
+	// only to move this time: it moves with the rest of the entry.
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
 	// ServerVersion is the member API server's version.

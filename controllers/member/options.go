@@ -42,8 +42,11 @@ type Options struct {
 	// again once a cache has synced or the member's configuration changed.
 	RetryPeriod    time.Duration
 	MaxRetryPeriod time.Duration
-	// StatusRefresh is how stale status.members[].lastProbeTime may get
-	// before a FailoverPolicy status is rewritten only to refresh it.
+	// StatusRefresh, when set, is how stale status.members[].lastProbeTime
+	// may get before a FailoverPolicy status is rewritten only to refresh
+	// it. Unset (the default), lastProbeTime moves only with the rest of
+	// the member's entry: a status write per policy every minute is load a
+	// federation at rest should not pay.
 	StatusRefresh time.Duration
 	// MaxConcurrentReconciles lets a slow or unreachable member not hold up
 	// the others.
@@ -86,7 +89,6 @@ func (o Options) withDefaults() Options {
 	// A member that comes back is seen within 10 s, kubefed's own health
 	// check period: backoff must not delay failback more than kubefed would.
 	defaults.Set(&o.MaxRetryPeriod, 10*time.Second)
-	defaults.Set(&o.StatusRefresh, time.Minute)
 	defaults.Set(&o.FailureThreshold, 2)
 	defaults.Set(&o.MaxConcurrentReconciles, 10)
 	defaults.Set(&o.QPS, 50)

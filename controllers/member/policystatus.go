@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +54,7 @@ func (r *policyStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err := r.apply(ctx, pol, members, cond, overlap, extra...); err != nil {
 		return ctrl.Result{}, err
 	}
-	// lastProbeTime goes stale otherwise.
+	// With StatusRefresh set, lastProbeTime goes stale otherwise.
 	return ctrl.Result{RequeueAfter: r.cache.opts.StatusRefresh}, nil
 }
 
@@ -183,20 +185,34 @@ func (r *policyStatusReconciler) overlaps(ctx context.Context, pol *v1alpha1.Fai
 	return policy.Overlaps(pol, list.Items, members), nil
 }
 
-// keepFreshProbeTimes reuses the recorded lastProbeTime while it is younger
-// than StatusRefresh, so a probe alone does not rewrite every policy.
+// keepFreshProbeTimes reuses the recorded lastProbeTime, so a probe alone
+// does not rewrite every policy: while the rest of the member's entry is
+// unchanged or, with StatusRefresh set, while the recorded time is younger
+// than that.
 func (r *policyStatusReconciler) keepFreshProbeTimes(pol *v1alpha1.FailoverPolicy, members []v1alpha1.MemberStatus) {
+	keepProbeTimes(pol.Status.Members, members, r.cache.opts.StatusRefresh)
+}
+
+// keepProbeTimes is keepFreshProbeTimes over the recorded entries.
+func keepProbeTimes(recorded, members []v1alpha1.MemberStatus, refresh time.Duration) {
 	for i := range members {
 		m := &members[i]
-		for _, old := range pol.Status.Members {
+		for _, old := range recorded {
 			if old.Name != m.Name || old.LastProbeTime == nil || m.LastProbeTime == nil {
 				continue
 			}
-			if d := m.LastProbeTime.Sub(old.LastProbeTime.Time); d >= 0 && d < r.cache.opts.StatusRefresh {
+			d := m.LastProbeTime.Sub(old.LastProbeTime.Time)
+			if refresh > 0 && d >= 0 && d < refresh || refresh == 0 && sameButProbeTime(old, *m) {
 				m.LastProbeTime = old.LastProbeTime
 			}
 		}
 	}
+}
+
+// sameButProbeTime: a and b differ in lastProbeTime at most.
+func sameButProbeTime(a, b v1alpha1.MemberStatus) bool {
+	a.LastProbeTime, b.LastProbeTime = nil, nil
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 // apply writes the member fields and Ready with server-side apply. Ready

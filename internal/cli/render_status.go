@@ -32,7 +32,7 @@ func renderMembers(w io.Writer, v StatusView, wide bool) error {
 		_, err := fmt.Fprintln(w, "No member clusters: no KubeFedCluster in the host (register members with `kubefedctl join`).")
 		return err
 	}
-	headers := []string{"MEMBER", "CONNECTED", "KUBEFED-READY", "NODES", "LOST", "FENCED", "STORM", "PROBED"}
+	headers := []string{"MEMBER", "CONNECTED", "KUBEFED-READY", "NODES", "LOST", "FENCED", "STORM", "SINCE"}
 	if wide {
 		headers = append(headers, "VERSION", "POLICIES", "REASON", "MESSAGE")
 	}

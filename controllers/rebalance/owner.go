@@ -133,12 +133,3 @@ func controllerUID(refs []metav1.OwnerReference) types.UID {
 	}
 	return ""
 }
-
-func controlledBy(refs []metav1.OwnerReference, uid types.UID) bool {
-	for _, r := range refs {
-		if r.Controller != nil && *r.Controller && r.UID == uid {
-			return true
-		}
-	}
-	return false
-}

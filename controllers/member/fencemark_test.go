@@ -54,18 +54,7 @@ func TestNodeFenceMarkFromTheFutureThroughTheMemberCache(t *testing.T) {
 	future := time.Now().Add(365 * 24 * time.Hour)
 	mark(future)
 
-	synced := make(chan struct{})
-	conn, err := dial(ctx, cfg, clientgoscheme.Scheme, Options{}.withDefaults(), newWriteFence("m", func() bool { return true }, 0),
-		newDenials(time.Now, nil), func() { close(synced) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.stop)
-	select {
-	case <-synced:
-	case <-time.After(30 * time.Second):
-		t.Fatal("member cache not synced after 30 s")
-	}
+	conn := syncedConnection(t, cfg)
 	policy := v1alpha1.FencingSpec{ExternalFenceAnnotation: fenceKey, ExternalFenceSource: v1alpha1.ExternalFenceSourceNode}
 	// verdict reads the Node from the member cache once it holds the mark
 	// dated want, and decides with the host's clock an hour ahead.

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,18 +81,7 @@ func TestOwnersFromTheMemberCache(t *testing.T) {
 	d := ownerFixture(t, c, "shop")
 	ownerFixture(t, c, "other") // the same names and labels in another namespace
 
-	synced := make(chan struct{})
-	conn, err := dial(ctx, cfg, clientgoscheme.Scheme, Options{}.withDefaults(), newWriteFence("m", func() bool { return true }, 0),
-		newDenials(time.Now, nil), func() { close(synced) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.stop)
-	select {
-	case <-synced:
-	case <-ctx.Done():
-		t.Fatal("member cache not synced")
-	}
+	conn := syncedConnection(t, cfg)
 
 	key := types.NamespacedName{Namespace: "shop", Name: "web"}
 	type answer struct {
@@ -185,4 +175,23 @@ func TestOwnersFromTheMemberCache(t *testing.T) {
 	if want := []string{"shop/web-1-pod", "shop/web-2-pod"}; !slices.Equal(pods, want) {
 		t.Errorf("owned pods %v, want %v", pods, want)
 	}
+}
+
+// syncedConnection dials the member at cfg as production does (default
+// options, an open fence) and waits up to 30 s for its cache to sync.
+func syncedConnection(t *testing.T, cfg *rest.Config) *connection {
+	t.Helper()
+	synced := make(chan struct{})
+	conn, err := dial(t.Context(), cfg, clientgoscheme.Scheme, Options{}.withDefaults(), newWriteFence("m", func() bool { return true }, 0),
+		newDenials(time.Now, nil), func() { close(synced) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.stop)
+	select {
+	case <-synced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("member cache not synced after 30 s")
+	}
+	return conn
 }

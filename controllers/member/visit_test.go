@@ -129,18 +129,7 @@ func TestVisitCachedReadsTheMemberCache(t *testing.T) {
 		Spec: storagev1.VolumeAttachmentSpec{Attacher: "csi.example.com", NodeName: "node-0",
 			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv-0")}}}))
 
-	synced := make(chan struct{})
-	conn, err := dial(ctx, cfg, clientgoscheme.Scheme, Options{}.withDefaults(), newWriteFence("m", func() bool { return true }, 0),
-		newDenials(time.Now, nil), func() { close(synced) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.stop)
-	select {
-	case <-synced:
-	case <-time.After(30 * time.Second):
-		t.Fatal("member cache not synced after 30 s")
-	}
+	conn := syncedConnection(t, cfg)
 
 	// The member client reads a Pod live, whole: the cache holds compact pods.
 	var whole corev1.Pod

@@ -250,16 +250,14 @@ func (c *connection) owners(ctx context.Context) Owners {
 		}
 		o.replicaSets, o.err = c.cache.GetInformer(ctx, &appsv1.ReplicaSet{}, cache.BlockUntilSynced(false))
 	})
-	live := LiveOwners(c.uncached)
-	if o.err != nil || !o.deployments.HasSynced() || !o.replicaSets.HasSynced() {
-		return live
+	if o.err == nil && o.deployments.HasSynced() && o.replicaSets.HasSynced() {
+		d, okD := o.deployments.(interface{ GetIndexer() toolscache.Indexer })
+		rs, okR := o.replicaSets.(interface{ GetIndexer() toolscache.Indexer })
+		if okD && okR {
+			return cachedOwners{deployments: d.GetIndexer(), replicaSets: rs.GetIndexer()}
+		}
 	}
-	d, okD := o.deployments.(interface{ GetIndexer() toolscache.Indexer })
-	rs, okR := o.replicaSets.(interface{ GetIndexer() toolscache.Indexer })
-	if !okD || !okR {
-		return live
-	}
-	return cachedOwners{deployments: d.GetIndexer(), replicaSets: rs.GetIndexer()}
+	return LiveOwners(c.uncached)
 }
 
 // VisitOwnedPods calls visit with each cached pod of namespace whose

@@ -201,8 +201,12 @@ func keepProbeTimes(recorded, members []v1alpha1.MemberStatus, refresh time.Dura
 			if old.Name != m.Name || old.LastProbeTime == nil || m.LastProbeTime == nil {
 				continue
 			}
-			d := m.LastProbeTime.Sub(old.LastProbeTime.Time)
-			if refresh > 0 && d >= 0 && d < refresh || refresh == 0 && sameButProbeTime(old, *m) {
+			keep := sameButProbeTime(old, *m)
+			if refresh > 0 {
+				d := m.LastProbeTime.Sub(old.LastProbeTime.Time)
+				keep = d >= 0 && d < refresh
+			}
+			if keep {
 				m.LastProbeTime = old.LastProbeTime
 			}
 		}

@@ -179,6 +179,9 @@ func (r *Reconciler) observeHeld(ctx context.Context, cluster, ns string, w work
 		return observation{KubefedReady: true}, nil //nolint:nilerr // as for an unreadable workload
 	}
 	mine, placed := workloadPods(pods, ns, mw)
+	if mw.RevisionUnseen {
+		placed = -1 // no prediction on a bound count that may miss pods
+	}
 	est, err := usage.Estimate(w.spec, func() ([]*corev1.Node, error) { return cachedNodes(ctx, rd) })
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Member nodes unreadable; counted unhealthy", "error", err.Error())

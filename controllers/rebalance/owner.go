@@ -42,6 +42,13 @@ type memberWorkload struct {
 	// Observed: the workload's controller has seen its current spec
 	// (status.observedGeneration at metadata.generation).
 	Observed bool
+	// RevisionUnseen: the Deployment names a revision whose ReplicaSet is
+	// not among those read. The Deployment controller marks a revision
+	// only once its ReplicaSet exists, so the ReplicaSets read lag the
+	// pods (the owners' cache and the pods' are separate informers), and
+	// pods of that ReplicaSet may be bound without being counted: the
+	// bound count is unknown then.
+	RevisionUnseen bool
 }
 
 // workloadOwner reads the member's workload: its current ReplicaSet (the
@@ -72,6 +79,8 @@ func workloadOwner(ctx context.Context, c member.Owners, kind string, key types.
 	}
 	if rs := currentReplicaSet(d, sets); rs != nil {
 		out.Owner = rs.UID
+	} else {
+		out.RevisionUnseen = d.Annotations[revisionAnnotation] != ""
 	}
 	for _, rs := range sets {
 		out.Revisions = append(out.Revisions, rs.UID)

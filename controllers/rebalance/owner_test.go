@@ -80,6 +80,28 @@ func TestObserveMatchesPodsByOwnerChain(t *testing.T) {
 	}
 }
 
+// A Deployment at a revision whose ReplicaSet is not among those read (the
+// owners' cache behind the pods' in a rollout) makes the bound count
+// unknown: its bound pods would be missed, and predictive placement could
+// cap the member below what runs there.
+func TestObserveRevisionUnseenMakesPlacedUnknown(t *testing.T) {
+	fm := noMembers(t)
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", UID: "d-web",
+		Annotations: map[string]string{revisionAnnotation: "2"}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	fm.add(t, "member1", readyNode("n1", 20), deploy, replicaSet("web-old", "rs-old", "1", "d-web"),
+		podOf("old-1", "rs-old", true), podOf("new-1", "rs-new", true)) // rs-new not read yet
+	r := &Reconciler{members: fm}
+	obs, err := r.observe(context.Background(), "member1", kubefedhealth.View{State: kubefedhealth.Ready}, "demo",
+		workload{kind: "FederatedDeployment", name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !obs.Healthy || obs.Placed != -1 {
+		t.Errorf("observation %+v, want healthy with the bound count unknown (-1): new-1 is bound but its ReplicaSet unread", obs)
+	}
+}
+
 // A FederatedReplicaSet's replicas are the pods of the member ReplicaSet
 // of its name.
 func TestObserveFederatedReplicaSet(t *testing.T) {

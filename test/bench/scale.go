@@ -123,10 +123,9 @@ loopback port) as its own process and measures:
                 starts) and writes, per API server, from the manager's own
                 client-go counter rest_client_requests_total (by host): the
                 API servers' apiserver_request_total cannot tell clients
-                apart. Host writes are also shown without the leader
-                election Lease renewals (the host's Lease PUTs, from its
-                apiserver_request_total: no other lab client writes Leases
-                there).
+                apart. The manager's host writes are also broken down by
+                request from the host's audit log (its user agent) and
+                counted without its own leader election Lease's renewals.
   taint         --power-offs lab nodes powered off one after another
                 (Machine deleted as evidence): seconds from the loss rule
                 turning true (the later of the Machine evidence and the node

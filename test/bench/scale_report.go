@@ -168,7 +168,7 @@ func (b *scBench) report(r *scResult) error {
 	for _, n := range names {
 		req = append(req, []string{n, fmt.Sprintf("%.3f", r.Requests[n].Reads), fmt.Sprintf("%.3f", r.Requests[n].Writes)})
 	}
-	fmt.Fprintf(out, "API requests of the manager over the steady window (its rest_client_requests_total; host Lease renewals %.3f/s):\n", r.HostLeaseWrites)
+	fmt.Fprintf(out, "API requests of the manager over the steady window (its rest_client_requests_total; host Lease PUTs of every client %.3f/s):\n", r.HostLeaseWrites)
 	if err := Table(out, []string{"API SERVER", "READS/S", "WRITES/S"}, req); err != nil {
 		return err
 	}

@@ -47,37 +47,57 @@ type workload struct {
 // FederatedReplicaSet (the RSP targetKind).
 var federatedGroupVersion = schema.GroupVersion{Group: "types.kubefed.io", Version: "v1beta1"}
 
-// loadWorkload reads the target's template from the host (live: it is read
-// once per reconcile and not worth a cluster-wide informer). Without a
-// target, capacity is estimated for an empty pod. The workload's pods are
-// found in each member by owner chain (workloadOwner), not by labels.
+// loadWorkload reads the target's template from the host: from the
+// federated workloads' cache (templates.go) in production, decoded once per
+// resourceVersion. Without a target, capacity is estimated for an empty
+// pod. The workload's pods are found in each member by owner chain
+// (workloadOwner), not by labels.
 func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.ReplicaSchedulingPreference) (workload, error) {
 	kind := rsp.Spec.TargetKind
 	if kind == "" {
 		kind = "FederatedDeployment"
 	}
+	key := decodedKey{kind: kind, name: client.ObjectKeyFromObject(rsp)}
 	w := workload{kind: kind, name: rsp.Name, spec: &corev1.PodSpec{}}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(federatedGroupVersion.WithKind(kind))
-	if err := r.host.Get(ctx, client.ObjectKeyFromObject(rsp), u); err != nil {
+	if err := r.readTemplate(ctx, key.name, u); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			r.decoded.forget(key)
 			return w, nil
 		}
 		return w, fmt.Errorf("reading %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
 	}
-	if tmpl, ok, _ := unstructured.NestedMap(u.Object, "spec", "template", "spec", "template", "spec"); ok {
+	intersect := rsp.Spec.IntersectWithClusterSelector
+	if known, ok := r.decoded.get(key, u.GetResourceVersion(), intersect); ok {
+		return known, nil
+	}
+	if tmpl, ok, _ := unstructured.NestedMap(u.Object, templatePath...); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, w.spec); err != nil {
 			return w, fmt.Errorf("decoding pod template of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
 		}
 	}
-	if rsp.Spec.IntersectWithClusterSelector {
+	if intersect {
 		p, err := targetPlacement(u)
 		if err != nil {
 			return w, fmt.Errorf("placement of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
 		}
 		w.placement = p
 	}
+	r.decoded.put(key, u.GetResourceVersion(), intersect, w)
 	return w, nil
+}
+
+// readTemplate reads a federated workload from the templates cache, or
+// from the host client where there is none (tests that build a Reconciler
+// by hand).
+func (r *Reconciler) readTemplate(ctx context.Context, key types.NamespacedName, u *unstructured.Unstructured) error {
+	if r.templates == nil {
+		return r.host.Get(ctx, key, u)
+	}
+	ctx, cancel := context.WithTimeout(ctx, templateSyncTimeout)
+	defer cancel()
+	return r.templates.Get(ctx, key, u)
 }
 
 // targetPlacement is the target's spec.placement.clusterSelector as kubefed's
@@ -85,7 +105,7 @@ func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.Replica
 // alone (spec.placement.clusters is kubefed's own output then), and no
 // selector selects nothing.
 func targetPlacement(u *unstructured.Unstructured) (labels.Selector, error) {
-	raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "placement", "clusterSelector")
+	raw, ok, _ := unstructured.NestedMap(u.Object, clusterSelectorPath...)
 	if !ok {
 		return labels.Nothing(), nil
 	}

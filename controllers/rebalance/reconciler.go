@@ -55,6 +55,10 @@ type members interface {
 // Reconciler manages one ReplicaSchedulingPreference per request.
 type Reconciler struct {
 	host client.Client
+	// templates reads the federated workloads (newTemplateCache); nil:
+	// the host client.
+	templates client.Reader
+	decoded   decodedWorkloads
 	// live reads the API server past the cache (a record just created);
 	// nil: the host client alone.
 	live    client.Reader

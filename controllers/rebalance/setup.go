@@ -39,7 +39,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=scheduling.kubefed.io,resources=replicaschedulingpreferences,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=types.kubefed.io,resources=federateddeployments;federatedreplicasets,verbs=get
+// +kubebuilder:rbac:groups=types.kubefed.io,resources=federateddeployments;federatedreplicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=failover.fedfailover.io,resources=failoverpolicies/status,verbs=get;patch
 
@@ -49,8 +49,8 @@ type Options struct {
 	// watch reports (default 30s).
 	Resync time.Duration
 	// MaxConcurrentReconciles is the number of RSPs planned at once (default
-	// 16). A pass mostly waits on a few live reads (the federated workload on
-	// the host, its Deployment and ReplicaSets in each member), so a member
+	// 16). A pass may wait on a few reads (a cache's first list, a
+	// member's owners read live until their cache has synced), so a member
 	// running out of room for many RSPs at once is planned in parallel
 	// rather than one small batch behind the other.
 	MaxConcurrentReconciles int
@@ -91,11 +91,18 @@ func SetupWithManager(mgr ctrl.Manager, members *member.Cache, opts Options) err
 	opts = opts.withDefaults()
 	r := &Reconciler{host: mgr.GetClient(), live: mgr.GetAPIReader(), members: members, recorder: mgr.GetEventRecorder("fedfailover-rebalance"),
 		opts: opts, now: opts.Now, store: newStore(), mem: map[types.NamespacedName]*memory{}}
+	templates, err := newTemplateCache(mgr)
+	if err != nil {
+		return fmt.Errorf("creating the federated workloads' cache: %w", err)
+	}
+	if err := mgr.Add(templates); err != nil {
+		return err
+	}
+	r.templates = templates
 	all := func(ctx context.Context, _ client.Object) []reconcile.Request { return r.allRSPs(ctx, "") }
 	allForKFC := func(ctx context.Context, _ *kubefedv1beta1.KubeFedCluster) []reconcile.Request {
 		return r.allRSPs(ctx, "")
 	}
-	var err error
 	bld := ctrl.NewControllerManagedBy(mgr)
 	if opts.Sharded && opts.ShardedRebalance {
 		if bld, err = r.setupSummaries(mgr, members, bld); err != nil {

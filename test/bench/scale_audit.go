@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -32,7 +33,10 @@ type auditEntry struct {
 	Verb      string    `json:"verb"`
 	UserAgent string    `json:"userAgent"`
 	Received  time.Time `json:"requestReceivedTimestamp"`
-	ObjectRef *struct {
+	// RequestURI carries the fieldManager of an apply or update: which of
+	// the manager's controllers wrote a policy's status.
+	RequestURI string `json:"requestURI"`
+	ObjectRef  *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
 		Namespace   string `json:"namespace"`
@@ -47,7 +51,8 @@ type auditEntry struct {
 type scHostWrite struct {
 	// Request is "verb resource[/subresource]", with the object's name for
 	// Leases (which Lease is renewed matters) and events' involved kinds
-	// left out (an Event's name is generated).
+	// left out (an Event's name is generated), and "by <fieldManager>"
+	// for a status write that names its field manager.
 	Request   string  `json:"request"`
 	Count     int     `json:"count"`
 	PerSecond float64 `json:"per_second"`
@@ -87,6 +92,9 @@ func hostWritesFromAudit(r io.Reader, from, to time.Time) (writes []scHostWrite,
 				req += " " + e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
 			}
 		}
+		if fm := fieldManagerOf(e.RequestURI); fm != "" && e.ObjectRef != nil && e.ObjectRef.Subresource == "status" {
+			req += " by " + fm
+		}
 		if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 {
 			req += fmt.Sprintf(" (%d)", e.ResponseStatus.Code)
 		}
@@ -110,6 +118,15 @@ func hostWritesFromAudit(r io.Reader, from, to time.Time) (writes []scHostWrite,
 		return writes[i].Request < writes[j].Request
 	})
 	return writes, leaseRenewals, past, nil
+}
+
+// fieldManagerOf is the fieldManager query parameter of a request URI.
+func fieldManagerOf(requestURI string) string {
+	u, err := url.Parse(requestURI)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("fieldManager")
 }
 
 // isWriteVerb: the audit log's verbs that change something.

@@ -25,6 +25,8 @@ func TestHostWritesFromAudit(t *testing.T) {
 		line(4*time.Second, "ResponseComplete", kubefed, "update", "leases", "", "kube-federation-system", "kubefed", 200),
 		line(5*time.Second, "ResponseComplete", mgr, "update", "failoverpolicies", "status", "ns", "p", 200),
 		line(6*time.Second, "ResponseComplete", mgr, "update", "failoverpolicies", "status", "ns", "p", 409),
+		strings.Replace(line(6*time.Second, "ResponseComplete", mgr, "patch", "failoverpolicies", "status", "ns", "p", 200), `{`,
+			`{"requestURI":"/apis/failover.fedfailover.io/v1alpha1/namespaces/ns/failoverpolicies/p/status?fieldManager=fedfailover-members&force=true",`, 1),
 		line(6*time.Second, "ResponseStarted", mgr, "create", "events", "", "ns", "p.1", 0),
 		line(7*time.Second, "ResponseComplete", mgr, "get", "failoverpolicies", "", "ns", "p", 200),
 		line(8*time.Second, "ResponseComplete", mgr, "create", "events", "", "ns", "p.2", 201),
@@ -39,7 +41,8 @@ func TestHostWritesFromAudit(t *testing.T) {
 		"update leases kube-federation-system/" + scLeaderElectionLease: 2,
 		"update failoverpolicies/status":                                1,
 		"update failoverpolicies/status (409)":                          1,
-		"create events":                                                 1,
+		"patch failoverpolicies/status by fedfailover-members":          1,
+		"create events": 1,
 	}
 	if len(got) != len(want) {
 		t.Errorf("writes %+v, want %v", got, want)

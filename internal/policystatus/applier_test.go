@@ -3,6 +3,7 @@ package policystatus
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,16 +67,36 @@ func TestApplierSendsOnlyNews(t *testing.T) {
 	step("again, policy unchanged", read(), members(1), false)
 	step("a changed status", read(), members(2), true)
 
-	// Another writer's fields: the policy changed, so the next pass sends
-	// ours again (a no-op for the server), then nothing.
+	// Another writer's fields: the policy changed but still holds ours as
+	// applied, so nothing is sent (no echo of each writer's apply).
 	if err := Apply(ctx, c, pol.Name, "other-owner", &v1alpha1.FailoverPolicyStatus{ObservedGeneration: 1}); err != nil {
 		t.Fatal(err)
 	}
-	step("after another writer", read(), members(2), true)
-	step("then unchanged", read(), members(2), false)
+	step("after another writer's fields", read(), members(2), false)
 	if got := read().Status; got.ConnectedMembers != 2 || got.ObservedGeneration != 1 {
 		t.Errorf("status %+v: want both writers' fields", got)
 	}
+
+	// Conditions are shared by type: another writer's condition is no news,
+	// one of ours changed by someone else is.
+	ours := func(reason string) *v1alpha1.FailoverPolicyStatus {
+		return &v1alpha1.FailoverPolicyStatus{ConnectedMembers: 2, Conditions: []metav1.Condition{{Type: "Ours", Status: metav1.ConditionTrue,
+			Reason: reason, Message: "m", LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))}}}
+	}
+	step("our condition", read(), ours("Mine"), true)
+	if err := Apply(ctx, c, pol.Name, "other-owner", &v1alpha1.FailoverPolicyStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{{
+		Type: "Theirs", Status: metav1.ConditionFalse, Reason: "Other", LastTransitionTime: metav1.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	step("after another writer's condition", read(), ours("Mine"), false)
+	if err := Apply(ctx, c, pol.Name, "other-owner", &v1alpha1.FailoverPolicyStatus{ConnectedMembers: 5}); err != nil {
+		t.Fatal(err)
+	}
+	step("after another writer changed a field of ours", read(), ours("Mine"), true)
+	if got := read().Status.ConnectedMembers; got != 2 {
+		t.Errorf("connectedMembers %d after the apply, want ours (2) back", got)
+	}
+	step("then unchanged", read(), ours("Mine"), false)
 
 	// A policy deleted: nothing is remembered of it.
 	if err := c.Delete(ctx, pol); err != nil {

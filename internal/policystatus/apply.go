@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,9 +49,11 @@ func apply(ctx context.Context, c client.Client, name, owner string, status *v1a
 // news (a resync) then makes no request. Even a server-side apply that
 // changes nothing is a write request, one a minute per policy and writer,
 // which a federation at rest should not pay. "As it is now" is the
-// policy's resourceVersion: any write to the policy since ours (another
-// writer's, a user's, one that wiped status) makes the next pass apply
-// again. Its zero value is ready.
+// policy's resourceVersion, or, after a write to the policy since ours,
+// the policy's status still holding every field of ours as we applied it
+// (holds): another writer's apply then costs no echo from each of the
+// others, while a write that changed or wiped one of our fields makes the
+// next pass apply again. Its zero value is ready.
 type Applier struct {
 	mu   sync.Mutex
 	last map[string]applied // by policy name
@@ -74,7 +77,7 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, pol *v1alpha1.Fail
 	a.mu.Lock()
 	prev, ok := a.last[pol.Name]
 	a.mu.Unlock()
-	if ok && prev.resourceVersion == pol.ResourceVersion && bytes.Equal(prev.status, b) {
+	if ok && bytes.Equal(prev.status, b) && (prev.resourceVersion == pol.ResourceVersion || holds(&pol.Status, b)) {
 		return false, nil
 	}
 	rv, err := apply(ctx, c, pol.Name, owner, status)
@@ -89,6 +92,53 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, pol *v1alpha1.Fail
 	}
 	a.last[pol.Name] = applied{resourceVersion: rv, status: b}
 	return true, nil
+}
+
+// holds reports whether current carries every field of the status desired
+// (JSON) with the same value. Conditions are matched by type: other writers
+// own the other types. Any other field is compared whole; one that another
+// writer shares only makes the next pass apply again.
+func holds(current *v1alpha1.FailoverPolicyStatus, desired []byte) bool {
+	var want, cur map[string]any
+	b, err := json.Marshal(current)
+	if err != nil || json.Unmarshal(desired, &want) != nil || json.Unmarshal(b, &cur) != nil {
+		return false
+	}
+	for field, v := range want {
+		if field == "conditions" {
+			if !conditionsHold(cur[field], v) {
+				return false
+			}
+			continue
+		}
+		if !equality.Semantic.DeepEqual(cur[field], v) {
+			return false
+		}
+	}
+	return true
+}
+
+// conditionsHold: every desired condition is among current's, equal.
+func conditionsHold(current, desired any) bool {
+	byType := map[any]any{}
+	if list, ok := current.([]any); ok {
+		for _, c := range list {
+			if m, ok := c.(map[string]any); ok {
+				byType[m["type"]] = m
+			}
+		}
+	}
+	want, ok := desired.([]any)
+	if !ok {
+		return false
+	}
+	for _, c := range want {
+		m, ok := c.(map[string]any)
+		if !ok || !equality.Semantic.DeepEqual(byType[m["type"]], c) {
+			return false
+		}
+	}
+	return true
 }
 
 // Forget drops what the Applier remembers of a policy (deleted).

@@ -98,6 +98,29 @@ func TestApplierSendsOnlyNews(t *testing.T) {
 	}
 	step("then unchanged", read(), ours("Mine"), false)
 
+	// The decision log is one atomic list every writer merges into: another
+	// writer's decision is no news to this one, a decision of its own is.
+	at := time.Date(2026, 12, 6, 11, 0, 0, 0, time.UTC)
+	theirs := v1alpha1.Decision{Time: metav1.NewTime(at), Cluster: "member1", Object: "rsp/web", Action: "Shifted", Reason: "CapacityExhausted"}
+	if err := Apply(ctx, c, pol.Name, "other-owner", &v1alpha1.FailoverPolicyStatus{ObservedGeneration: 1, RecentDecisions: []v1alpha1.Decision{theirs}}); err != nil {
+		t.Fatal(err)
+	}
+	withLog := func(p *v1alpha1.FailoverPolicy, mine ...v1alpha1.Decision) *v1alpha1.FailoverPolicyStatus {
+		st := ours("Mine")
+		st.RecentDecisions = MergeDecisions(mine, p.Status.RecentDecisions)
+		return st
+	}
+	cur := read()
+	step("after another writer's decision", cur, withLog(cur), false)
+	mine := v1alpha1.Decision{Time: metav1.NewTime(at.Add(time.Minute)), Cluster: "member2", Object: "node/n1", Action: "Tainted", Reason: "NodeLost"}
+	cur = read()
+	step("a decision of ours", cur, withLog(cur, mine), true)
+	if got := read().Status.RecentDecisions; len(got) != 2 {
+		t.Errorf("recentDecisions %+v, want both writers' decisions", got)
+	}
+	cur = read()
+	step("then unchanged, with ours in the log", cur, withLog(cur, mine), false)
+
 	// A policy deleted: nothing is remembered of it.
 	if err := c.Delete(ctx, pol); err != nil {
 		t.Fatal(err)

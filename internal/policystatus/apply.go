@@ -70,15 +70,21 @@ type applied struct {
 // anything wrote to it since this Applier did). It reports whether it sent
 // the request.
 func (a *Applier) Apply(ctx context.Context, c client.Client, pol *v1alpha1.FailoverPolicy, owner string, status *v1alpha1.FailoverPolicyStatus) (bool, error) {
-	b, err := json.Marshal(status)
+	b, err := fingerprint(status, pol)
 	if err != nil {
-		return false, fmt.Errorf("encoding status: %w", err)
+		return false, err
 	}
 	a.mu.Lock()
 	prev, ok := a.last[pol.Name]
 	a.mu.Unlock()
 	if ok && bytes.Equal(prev.status, b) && (prev.resourceVersion == pol.ResourceVersion || holds(&pol.Status, b)) {
 		return false, nil
+	}
+	// Once applied, the policy holds our recentDecisions: the next pass
+	// leaves them out of its fingerprint unless it adds one.
+	sentFingerprint, err := fingerprint(status, &v1alpha1.FailoverPolicy{Status: v1alpha1.FailoverPolicyStatus{RecentDecisions: status.RecentDecisions}})
+	if err != nil {
+		return false, err
 	}
 	rv, err := apply(ctx, c, pol.Name, owner, status)
 	a.mu.Lock()
@@ -90,8 +96,33 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, pol *v1alpha1.Fail
 	if a.last == nil {
 		a.last = map[string]applied{}
 	}
-	a.last[pol.Name] = applied{resourceVersion: rv, status: b}
+	a.last[pol.Name] = applied{resourceVersion: rv, status: sentFingerprint}
 	return true, nil
+}
+
+// fingerprint is what tells a status apart from the last one applied: the
+// status, without its recentDecisions when the policy holds them already.
+// The log is one atomic list every writer merges its own decisions into,
+// so a writer with no decision of its own to add would otherwise echo
+// each decision another writer recorded.
+func fingerprint(status *v1alpha1.FailoverPolicyStatus, pol *v1alpha1.FailoverPolicy) ([]byte, error) {
+	mine, err := json.Marshal(status.RecentDecisions)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	recorded, err := json.Marshal(pol.Status.RecentDecisions)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	fp := *status
+	if bytes.Equal(mine, recorded) {
+		fp.RecentDecisions = nil
+	}
+	b, err := json.Marshal(&fp)
+	if err != nil {
+		return nil, fmt.Errorf("encoding status: %w", err)
+	}
+	return b, nil
 }
 
 // holds reports whether current carries every field of the status desired

@@ -152,15 +152,7 @@ func TestDueExhaustionIsNotQueuedBehindAFanOut(t *testing.T) {
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandler(shifts)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runManager(t, mgr)
 
 	// The manager's initial list passes every RSP once (first touch).
 	pollUntil(t, 2*time.Minute, "every RSP taken over", func() (bool, string) {
@@ -225,6 +217,21 @@ func releasePolicy(c client.Client, pol *v1alpha1.FailoverPolicy) {
 	got.Finalizers = nil
 	_ = c.Patch(ctx, got, client.MergeFrom(orig))
 	_ = c.Delete(ctx, got)
+}
+
+// runManager starts mgr until the test ends, and fails the test if it
+// stops with an error.
+func runManager(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 }
 
 // pollUntil calls cond every 20 ms until it holds or timeout passes.

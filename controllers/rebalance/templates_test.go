@@ -1,7 +1,6 @@
 package rebalance
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -107,15 +106,7 @@ func TestFederatedWorkloadsFromTheTemplatesCache(t *testing.T) {
 	if err := mgr.Add(templates); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	runManager(t, mgr)
 
 	c := mgr.GetClient()
 	ns := fmt.Sprintf("templates-%d", namespaces.Add(1))

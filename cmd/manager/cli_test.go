@@ -177,14 +177,7 @@ func TestReadinessOfARealManager(t *testing.T) {
 		t.Fatal("ready before the manager started")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.RunManager(t, ctx, cancel, mgr)
 	poll(t, 30*time.Second, "ready once the caches synced", func() error { return check(req) })
 }
 

@@ -68,24 +68,44 @@ func (r *Reconciler) loadWorkload(ctx context.Context, rsp *fedschedv1a1.Replica
 		}
 		return w, fmt.Errorf("reading %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
 	}
-	intersect := rsp.Spec.IntersectWithClusterSelector
-	if known, ok := r.decoded.get(key, u.GetResourceVersion(), intersect); ok {
-		return known, nil
+	d, ok := r.decoded.get(key, u.GetResourceVersion())
+	if !ok {
+		var err error
+		if d, err = decodeWorkload(u, w); err != nil {
+			return w, err
+		}
+		r.decoded.put(key, u.GetResourceVersion(), d)
 	}
+	return d.forRSP(rsp)
+}
+
+// decodeWorkload decodes a federated workload's pod template and placement.
+// A placement that does not decode is kept as an error, for the RSPs that
+// intersect with it only.
+func decodeWorkload(u *unstructured.Unstructured, w workload) (decodedWorkload, error) {
 	if tmpl, ok, _ := unstructured.NestedMap(u.Object, templatePath...); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(tmpl, w.spec); err != nil {
-			return w, fmt.Errorf("decoding pod template of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
+			return decodedWorkload{}, fmt.Errorf("decoding pod template of %s %s/%s: %w", w.kind, u.GetNamespace(), w.name, err)
 		}
 	}
-	if intersect {
-		p, err := targetPlacement(u)
-		if err != nil {
-			return w, fmt.Errorf("placement of %s %s/%s: %w", kind, rsp.Namespace, rsp.Name, err)
-		}
-		w.placement = p
+	d := decodedWorkload{w: w}
+	if p, err := targetPlacement(u); err != nil {
+		d.placementErr = fmt.Errorf("placement of %s %s/%s: %w", w.kind, u.GetNamespace(), w.name, err)
+	} else {
+		d.w.placement = p
 	}
-	r.decoded.put(key, u.GetResourceVersion(), intersect, w)
-	return w, nil
+	return d, nil
+}
+
+// forRSP is the workload as the RSP sees it: kubefed reads the placement
+// only with the RSP's intersectWithClusterSelector.
+func (d decodedWorkload) forRSP(rsp *fedschedv1a1.ReplicaSchedulingPreference) (workload, error) {
+	w := d.w
+	if !rsp.Spec.IntersectWithClusterSelector {
+		w.placement = nil
+		return w, nil
+	}
+	return w, d.placementErr
 }
 
 // readTemplate reads a federated workload from the templates cache, or
@@ -95,7 +115,11 @@ func (r *Reconciler) readTemplate(ctx context.Context, key types.NamespacedName,
 	if r.templates == nil {
 		return r.host.Get(ctx, key, u)
 	}
-	ctx, cancel := context.WithTimeout(ctx, templateSyncTimeout)
+	wait := templateSyncTimeout
+	if r.templateWait > 0 {
+		wait = r.templateWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	return r.templates.Get(ctx, key, u)
 }

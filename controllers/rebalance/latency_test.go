@@ -28,6 +28,7 @@ import (
 
 	"github.com/fedfailover/fedfailover/api/v1alpha1"
 	"github.com/fedfailover/fedfailover/internal/scheme"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 // latencyWorkload is workload i's objects in a member: its Deployment, the
@@ -224,14 +225,7 @@ func releasePolicy(c client.Client, pol *v1alpha1.FailoverPolicy) {
 func runManager(t *testing.T, mgr ctrl.Manager) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.RunManager(t, ctx, cancel, mgr)
 }
 
 // pollUntil calls cond every 20 ms until it holds or timeout passes.

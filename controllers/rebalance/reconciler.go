@@ -58,7 +58,10 @@ type Reconciler struct {
 	// templates reads the federated workloads (newTemplateCache); nil:
 	// the host client.
 	templates client.Reader
-	decoded   decodedWorkloads
+	// templateWait bounds a pass's wait for the templates cache's first
+	// list; zero: templateSyncTimeout (tests shorten it).
+	templateWait time.Duration
+	decoded      decodedWorkloads
 	// live reads the API server past the cache (a record just created);
 	// nil: the host client alone.
 	live    client.Reader

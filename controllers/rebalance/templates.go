@@ -85,32 +85,33 @@ type decodedKey struct {
 
 type decodedWorkload struct {
 	resourceVersion string
-	// intersect is the RSP's intersectWithClusterSelector the placement
-	// was decoded for.
-	intersect bool
-	w         workload
+	// w holds the placement whatever the RSPs' intersectWithClusterSelector
+	// (forRSP drops it); placementErr is why it did not decode.
+	w            workload
+	placementErr error
 }
 
-func (d *decodedWorkloads) get(k decodedKey, rv string, intersect bool) (workload, bool) {
+func (d *decodedWorkloads) get(k decodedKey, rv string) (decodedWorkload, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e, ok := d.m[k]
-	if !ok || rv == "" || e.resourceVersion != rv || e.intersect != intersect {
-		return workload{}, false
+	if !ok || rv == "" || e.resourceVersion != rv {
+		return decodedWorkload{}, false
 	}
-	return e.w, true
+	return e, true
 }
 
-func (d *decodedWorkloads) put(k decodedKey, rv string, intersect bool, w workload) {
+func (d *decodedWorkloads) put(k decodedKey, rv string, e decodedWorkload) {
 	if rv == "" {
 		return
 	}
+	e.resourceVersion = rv
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.m == nil {
 		d.m = map[decodedKey]decodedWorkload{}
 	}
-	d.m[k] = decodedWorkload{resourceVersion: rv, intersect: intersect, w: w}
+	d.m[k] = e
 }
 
 func (d *decodedWorkloads) forget(k decodedKey) {

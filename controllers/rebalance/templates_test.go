@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,4 +200,70 @@ func TestFederatedWorkloadsFromTheTemplatesCache(t *testing.T) {
 		w := load()
 		return len(w.spec.Containers) == 0, cpuOf(w)
 	})
+}
+
+// TestRefusedTemplatesListFailsThePass: a host that refuses the federated
+// workloads' list (a role without list or watch) fails the pass once the
+// wait for the cache's first list ends; the pass does not block for ever
+// on a cache that never syncs, and gives no guessed template.
+func TestRefusedTemplatesListFailsThePass(t *testing.T) {
+	s, err := scheme.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := client.New(hostCfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installFederatedDeployments(t, direct)
+	// A user no role binds: discovery is allowed, the list is refused.
+	refused := rest.CopyConfig(hostCfg)
+	refused.Impersonate = rest.ImpersonationConfig{UserName: "fedfailover-test-no-role"}
+	mgr, err := ctrl.NewManager(refused, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	templates, err := newTemplateCache(mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(templates); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, mgr)
+	if !templates.WaitForCacheSync(t.Context()) { // started, no informer yet
+		t.Fatal("the templates cache did not start")
+	}
+
+	const wait = 2 * time.Second
+	r := &Reconciler{templates: templates, templateWait: wait}
+	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: fedschedv1a1.ReplicaSchedulingPreferenceSpec{TargetKind: "FederatedDeployment"}}
+	type result struct {
+		w   workload
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		w, err := r.loadWorkload(t.Context(), rsp)
+		done <- result{w, err}
+	}()
+	select {
+	case got := <-done:
+		if got.err == nil {
+			t.Fatalf("a refused list gave no error (containers %d)", len(got.w.spec.Containers))
+		}
+		if !strings.Contains(got.err.Error(), "FederatedDeployment default/web") {
+			t.Errorf("error %q does not name the target", got.err)
+		}
+		if took := time.Since(start); took < wait {
+			t.Errorf("the pass failed after %v, before the %v wait for the first list: %v", took, wait, got.err)
+		}
+	case <-time.After(wait + 30*time.Second):
+		t.Fatalf("the pass still waits %v after a refused list, with a %v bound", wait+30*time.Second, wait)
+	}
 }

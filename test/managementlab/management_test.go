@@ -311,18 +311,8 @@ func startOperator(t *testing.T) {
 		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	// Registered first, so it runs once the manager stopped.
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("manager did not stop within 30s")
-		}
 		if t.Failed() {
 			out := logs.String()
 			if len(out) > 30000 {
@@ -331,4 +321,5 @@ func startOperator(t *testing.T) {
 			t.Logf("manager logs (tail):\n%s", out)
 		}
 	})
+	testenv.RunManager(t, ctx, cancel, mgr)
 }

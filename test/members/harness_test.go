@@ -20,6 +20,7 @@ import (
 	"github.com/fedfailover/fedfailover/controllers/member"
 	"github.com/fedfailover/fedfailover/internal/scheme"
 	"github.com/fedfailover/fedfailover/test/logbuf"
+	"github.com/fedfailover/fedfailover/test/testenv"
 )
 
 type harness struct {
@@ -68,18 +69,8 @@ func startManager(t *testing.T, f *federation, opts member.Options, setups ...fu
 	for _, setup := range setups {
 		must(t, setup(mgr, c))
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	// Registered first, so it runs once the manager stopped.
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("manager did not stop within 30s")
-		}
 		out := logs.String()
 		for _, tok := range tokens.list() {
 			if strings.Contains(out, tok) {
@@ -93,6 +84,7 @@ func startManager(t *testing.T, f *federation, opts member.Options, setups ...fu
 			t.Logf("manager logs (tail):\n%s", out)
 		}
 	})
+	testenv.RunManager(t, ctx, cancel, mgr)
 	return &harness{cache: c, logs: logs, opts: opts}
 }
 

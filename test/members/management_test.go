@@ -2,7 +2,6 @@ package members
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -351,18 +350,8 @@ func startRecoveryManager(t *testing.T, f *federation) *harness {
 	c, err := controllers.Setup(ctx, mgr, controllers.Options{KubefedNamespace: kubefedNS, Members: opts,
 		NodeRecovery: noderecovery.Options{ResyncPeriod: 2 * time.Second, StatusResync: time.Second}, WithoutRebalance: true})
 	must(t, err)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	// Registered first, so it runs once the manager stopped.
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("manager did not stop within 30s")
-		}
 		out := logs.String()
 		for _, tok := range tokens.list() {
 			if strings.Contains(out, tok) {
@@ -376,5 +365,6 @@ func startRecoveryManager(t *testing.T, f *federation) *harness {
 			t.Logf("manager logs (tail):\n%s", out)
 		}
 	})
+	testenv.RunManager(t, ctx, cancel, mgr)
 	return &harness{cache: c, logs: logs, opts: opts}
 }

@@ -119,8 +119,7 @@ func (r *Reconciler) record(pol *v1alpha1.FailoverPolicy, rsp *fedschedv1a1.Repl
 	r.store.Set(key, pol.Name, rspEntry{status: st, show: show, placement: placement, detail: detail,
 		suspended: suspended, suspendedDetail: suspendedDetail, readiness: &readiness})
 	r.publishShortfalls(key, pol.Name, &readiness)
-	entries, _ := r.store.Snapshot(pol.Name)
-	for reason, n := range suspendedCounts(entries) {
+	for reason, n := range suspendedCounts(r.store, pol.Name) {
 		metrics.RebalanceSuspended.WithLabelValues(pol.Name, reason).Set(gaugeValue(n > 0))
 	}
 	metrics.RSPShifted.WithLabelValues(rsp.Namespace, rsp.Name).Set(gaugeValue(res.Shifted))

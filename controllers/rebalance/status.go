@@ -159,16 +159,19 @@ func suspendedCondition(pol *v1alpha1.FailoverPolicy, keys []types.NamespacedNam
 }
 
 // suspendedCounts counts, per guard reason, the policy's RSPs it holds.
-func suspendedCounts(entries map[types.NamespacedName]rspEntry) map[string]int {
+// Every pass counts (the gauge is the policy's), so it visits the store's
+// entries in place: a copy of all of them per pass was most of a goal-size
+// pass's record.
+func suspendedCounts(s *policystatus.Store[types.NamespacedName, rspEntry], policy string) map[string]int {
 	out := make(map[string]int, len(suspendedOrder))
 	for _, reason := range suspendedOrder {
 		out[reason] = 0
 	}
-	for _, e := range entries {
+	s.Each(policy, func(_ types.NamespacedName, e rspEntry) {
 		if e.suspended != "" {
 			out[e.suspended]++
 		}
-	}
+	})
 	return out
 }
 

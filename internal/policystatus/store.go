@@ -82,6 +82,20 @@ func (s *Store[K, E]) Snapshot(policy string) (map[K]E, []v1alpha1.Decision) {
 	return out, slices.Clone(s.decisions[policy])
 }
 
+// Each calls fn with each of the policy's entries, under the store's lock
+// and without copying them: for a reading every pass makes (a count), where
+// a Snapshot per pass copies every entry of the policy. fn must not call
+// the store.
+func (s *Store[K, E]) Each(policy string, fn func(K, E)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, o := range s.entries {
+		if o.policy == policy {
+			fn(k, o.entry)
+		}
+	}
+}
+
 // poke queues a status write; when the queue is full a write is already
 // pending (or the Writer's resync catches up).
 func (s *Store[K, E]) poke(policy string) {

@@ -66,3 +66,20 @@ func TestStoreQueueFullDoesNotBlock(t *testing.T) {
 		t.Fatalf("%d pending, want 1", s.Pending())
 	}
 }
+
+// TestStoreEachVisitsThePolicysEntries: Each sees what Snapshot returns,
+// the policy's entries only, as last set.
+func TestStoreEachVisitsThePolicysEntries(t *testing.T) {
+	s := NewStore[string](func(a, b int) bool { return a == b }, 16)
+	s.Set("m1", "p", 1)
+	s.Set("m2", "p", 2)
+	s.Set("m3", "q", 3)
+	s.Set("m2", "p", 4)
+	s.Delete("m1")
+	got := map[string]int{}
+	s.Each("p", func(k string, e int) { got[k] = e })
+	want, _ := s.Snapshot("p")
+	if len(got) != 1 || got["m2"] != 4 || len(want) != len(got) || want["m2"] != got["m2"] {
+		t.Errorf("Each(p) visited %v, want %v (m2 = 4 only)", got, want)
+	}
+}

@@ -9,10 +9,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The capacity plan's two valid runs, as fedfailover-bench wrote them
+// The capacity plan's two valid runs (the goal size, run H, and a small
+// one), as fedfailover-bench wrote them
 // (docs/scale.md#capacity-plan), and the size the chart's defaults fit.
 const (
-	planRunA, planRunB = "testdata/capacity-plan/plan-a.json", "testdata/capacity-plan/plan-b.json"
+	planRunA, planRunB = "testdata/capacity-plan/goal-h.json", "testdata/capacity-plan/plan-b.json"
 	chartValues        = "../../charts/fedfailover/values.yaml"
 	plannedMembers     = 3
 	plannedPods        = 3 * 2000 * 10

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	fedschedv1a1 "sigs.k8s.io/kubefed/pkg/apis/scheduling/v1alpha1"
@@ -80,11 +81,10 @@ func installFederatedDeployments(t *testing.T, c client.Client) {
 	})
 }
 
-// TestFederatedWorkloadsFromTheTemplatesCache runs loadWorkload on the
-// cache production builds (newTemplateCache, its transform, a real API
-// server): what a pass reads is there, what it does not read is not, a
-// change reaches it, and an unchanged target is decoded once.
-func TestFederatedWorkloadsFromTheTemplatesCache(t *testing.T) {
+// startTemplatesCache serves FederatedDeployment on the host and runs, as
+// the user of cfg, a manager with the templates cache production builds.
+func startTemplatesCache(t *testing.T, cfg *rest.Config) (ctrl.Manager, cache.Cache) {
+	t.Helper()
 	s, err := scheme.New()
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestFederatedWorkloadsFromTheTemplatesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	installFederatedDeployments(t, direct)
-	mgr, err := ctrl.NewManager(hostCfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +109,15 @@ func TestFederatedWorkloadsFromTheTemplatesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	runManager(t, mgr)
+	return mgr, templates
+}
+
+// TestFederatedWorkloadsFromTheTemplatesCache runs loadWorkload on the
+// cache production builds (newTemplateCache, its transform, a real API
+// server): what a pass reads is there, what it does not read is not, a
+// change reaches it, and an unchanged target is decoded once.
+func TestFederatedWorkloadsFromTheTemplatesCache(t *testing.T) {
+	mgr, templates := startTemplatesCache(t, hostCfg)
 
 	c := mgr.GetClient()
 	ns := fmt.Sprintf("templates-%d", namespaces.Add(1))
@@ -207,33 +216,10 @@ func TestFederatedWorkloadsFromTheTemplatesCache(t *testing.T) {
 // wait for the cache's first list ends; the pass does not block for ever
 // on a cache that never syncs, and gives no guessed template.
 func TestRefusedTemplatesListFailsThePass(t *testing.T) {
-	s, err := scheme.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	direct, err := client.New(hostCfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	installFederatedDeployments(t, direct)
 	// A user no role binds: discovery is allowed, the list is refused.
 	refused := rest.CopyConfig(hostCfg)
 	refused.Impersonate = rest.ImpersonationConfig{UserName: "fedfailover-test-no-role"}
-	mgr, err := ctrl.NewManager(refused, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	templates, err := newTemplateCache(mgr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Add(templates); err != nil {
-		t.Fatal(err)
-	}
-	runManager(t, mgr)
+	_, templates := startTemplatesCache(t, refused)
 	if !templates.WaitForCacheSync(t.Context()) { // started, no informer yet
 		t.Fatal("the templates cache did not start")
 	}

@@ -116,7 +116,7 @@ func (r *Reconciler) apply(ctx context.Context, v *memberView, n *corev1.Node, p
 			return r.act(ctx, v, n, p)
 		}
 		if p.Step == stepForceDelete {
-			after, err := r.forceDelete(ctx, v, n, p, false)
+			after, err := r.forceDelete(ctx, v, n, p)
 			if err != nil || after > 0 {
 				return after, err
 			}
@@ -340,7 +340,20 @@ func (r *Reconciler) act(ctx context.Context, v *memberView, n *corev1.Node, p *
 		msg = what + "; " + p.Loss.Message
 	}
 	r.report(ctx, v, n, corev1.EventTypeNormal, reason, string(p.Method), msg)
-	return r.forceDelete(ctx, v, n, p, true)
+	p.podsNext = true
+	return 0, nil
+}
+
+// deleteTaintedPods force-deletes the pods of a node act tainted in this
+// pass, after every node of the pass got its taint: a node's hundred pods
+// take seconds to delete, and a node found lost in the same pass must not
+// wait that long for its taint. forceDelete proves the fence live again
+// first.
+func (r *Reconciler) deleteTaintedPods(ctx context.Context, v *memberView, np *nodePass) {
+	if !np.plan.podsNext || np.err != nil {
+		return
+	}
+	np.after, np.err = r.forceDelete(ctx, v, np.node, &np.plan)
 }
 
 // confirmFenced re-reads the Node from the member's API server, its Machine
@@ -542,10 +555,9 @@ func (r *Reconciler) notProven(ctx context.Context, v *memberView, n *corev1.Nod
 // forceDelete deletes the node's in-scope pods with grace period 0 and, for
 // the ForceDelete method, once they are gone, the node's VolumeAttachments
 // that no remaining pod uses. Idempotent: every pass deletes what is still
-// there. Safe only because the node is proven fenced in this pass.
-// proven says the caller confirmed the fence live in this pass already
-// (act, right before its taint patch): no second re-read.
-func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan, proven bool) (time.Duration, error) {
+// there. Safe only because the node is proven fenced again, live, right
+// before the deletes.
+func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.Node, p *plan) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx)
 	// A pod already deleting that a finalizer holds cannot go any faster:
 	// deleting it again every pass is only churn. Its containers are dead
@@ -557,7 +569,7 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 			return r.paceRound(ctx, v, n, p, len(pods), rounds, wait), nil
 		}
 	}
-	if !proven && (len(pods) > 0 || len(held) > 0 || len(v.vas[n.Name]) > 0) {
+	if len(pods) > 0 || len(held) > 0 || len(v.vas[n.Name]) > 0 {
 		var cached *corev1.Node
 		if n.UID != "" {
 			cached = n
@@ -572,19 +584,19 @@ func (r *Reconciler) forceDelete(ctx context.Context, v *memberView, n *corev1.N
 			r.pacer.deleted(round, r.now())
 		}
 	}()
-	// A fenced Node's pods go in parallel, on the proof this pass made for
-	// the Node: one after another, a node's hundred pods kept its member's
+	// A fenced Node's pods go in parallel, on the proof just made for the
+	// Node: one after another, a node's hundred pods kept its member's
 	// pass busy for 15 s, and every loss found on the member meanwhile
 	// waited that long for its taint. An orphan's (a Node that no longer
 	// exists) go one at a time, each after its own live read that the Node
 	// is still absent, so that a Node registering under the name stops the
 	// rest.
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(podDeleteWorkers)
-	if n.UID == "" {
-		g.SetLimit(1)
-	}
+	g.SetLimit(deleteWorkers(n))
 	for _, pod := range pods {
+		if gctx.Err() != nil {
+			break // a delete failed, or the orphan's Node registered: no more
+		}
 		g.Go(func() error {
 			if err := r.stillOrphan(gctx, v, n); err != nil {
 				return err
@@ -682,6 +694,16 @@ func (r *Reconciler) stillOrphan(ctx context.Context, v *memberView, n *corev1.N
 // podDeleteWorkers bounds one node's force-deletes in flight; the member's
 // client rate limit (member.Options QPS and Burst) bounds them overall.
 const podDeleteWorkers = 16
+
+// deleteWorkers: a fenced Node's pods go podDeleteWorkers at a time, on the
+// Node's live proof; an orphan's (n.UID is empty) one at a time, each after
+// its own live read (stillOrphan).
+func deleteWorkers(n *corev1.Node) int {
+	if n.UID == "" {
+		return 1
+	}
+	return podDeleteWorkers
+}
 
 // finalizerRecheck is the back-off while pods wait for their finalizers;
 // pod updates are watched, so a removed finalizer brings the next pass.

@@ -246,6 +246,9 @@ type plan struct {
 	LostTaint bool
 	// taintLeft, set by cleanup, says why fedfailover's taint stays.
 	taintLeft string
+	// podsNext, set by act, says the node was tainted in this pass and its
+	// pods are force-deleted once every node of the pass has its taint.
+	podsNext bool
 	// record is the node's NodeRecovery, written by apply (nil: none yet).
 	record *v1alpha1.NodeRecovery
 	// RequeueAfter is when a time-based transition is due (0: none).

@@ -102,7 +102,7 @@ func (r *Reconciler) reconcileOrphan(ctx context.Context, v *memberView, name st
 			fmt.Sprintf("Node deleted; force-deleting its %d pods and its attachments; %s", st.AffectedPods, res.Message()))
 	}
 	p := &plan{Rec: recorded{Action: v1alpha1.RecoveryMethodForceDelete}}
-	after, err := r.forceDelete(ctx, v, gone, p, false)
+	after, err := r.forceDelete(ctx, v, gone, p)
 	if err != nil {
 		return nil, 0, err
 	}

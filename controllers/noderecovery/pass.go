@@ -104,10 +104,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// 3. Act on the decisions: every destructive write re-checks its proof
-	// live first. Nodes that no longer exist but left pods or attachments
-	// behind are decided and acted on in one small step each.
+	// live first. Every node lost in the pass is tainted before any node's
+	// pods are deleted. Nodes that no longer exist but left pods or
+	// attachments behind are decided and acted on in one small step each.
 	for _, np := range nodes {
 		r.actOn(ctrl.LoggerInto(ctx, np.log), v, np)
+	}
+	for _, np := range nodes {
+		r.deleteTaintedPods(ctrl.LoggerInto(ctx, np.log), v, np)
 	}
 	orphans := r.reconcileOrphans(ctx, v)
 

@@ -46,6 +46,16 @@ func baselineOf(recorded *contract.RebalanceState, live contract.Placement, owne
 	return m, true
 }
 
+// shiftedBefore says fedfailover's own placement was on the RSP when
+// someone else edited it: the edit then changes what a failback restores,
+// and it is reported (event, decision). An RSP at its baseline takes an
+// edit (an autoscaler's totalReplicas, say) as its new spec, recorded but
+// not reported: routine scaling would fill the policy's recentDecisions
+// and write two events each time.
+func shiftedBefore(recorded *contract.RebalanceState) bool {
+	return recorded != nil && recorded.Applied != nil && !recorded.Applied.Equal(recorded.Baseline)
+}
+
 // sightedTimers are the member timers a pass starts from. The onsets that a
 // shift waits on (failing, Unschedulable, room since) are this process's
 // own sightings, from its previous pass: the annotation that records them

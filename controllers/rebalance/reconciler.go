@@ -258,9 +258,12 @@ func (r *Reconciler) manage(ctx context.Context, pol *v1alpha1.FailoverPolicy, r
 	recorded := st.state
 	live := specPlacement(rsp)
 	m, edited := baselineOf(recorded, live, ownersOf(rsp.ManagedFields), pol.Name)
-	if edited {
+	switch {
+	case edited && shiftedBefore(recorded):
 		r.report(ctx, pol, rsp, "", ReasonAdoptedUserEdit, ActionBaselineChanged,
 			"spec changed by someone else while managed: their fields are adopted into the baseline", pol.Spec.DryRun)
+	case edited:
+		ctrl.LoggerFrom(ctx).V(1).Info("Rebalance: spec changed by someone else while at its baseline: the new spec is the baseline")
 	}
 	w, err := r.loadWorkload(ctx, rsp)
 	if err != nil {

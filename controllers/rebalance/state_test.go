@@ -3,6 +3,8 @@ package rebalance
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kubefedv1beta1 "sigs.k8s.io/kubefed/pkg/apis/core/v1beta1"
@@ -408,5 +411,59 @@ func TestDeletedRSPDeletesRecord(t *testing.T) {
 	passAt(t, r, key, t0.Add(time.Minute))
 	if _, err := recordE(c, key); err == nil {
 		t.Error("record kept after its RSP was deleted")
+	}
+}
+
+// Scaling an RSP at its baseline (a user, an autoscaler) makes the new spec
+// its baseline, recorded, not reported: two events and a decision for each
+// scale wrote to the host at every scale event of the goal-size churn and
+// filled the policy's recentDecisions.
+func TestScaleAtBaselineRecordedNotReported(t *testing.T) {
+	r, c, _, key, _ := stateFixture(t, "st-scale")
+	rec := events.NewFakeRecorder(100)
+	r.recorder = rec
+	passAt(t, r, key, t0)
+	scaleRSP(t, c, key, 8)
+	passAt(t, r, key, t0.Add(time.Second))
+	if m := contract.StateFromRecord(&recordOf(t, c, key).Spec); m.Baseline.TotalReplicas != 8 {
+		t.Errorf("baseline totalReplicas %d after the scale to 8, want 8", m.Baseline.TotalReplicas)
+	}
+	if n := countPrefix(drain(rec.Events), "Normal "+ReasonAdoptedUserEdit+" "); n != 0 {
+		t.Errorf("%d %s events for scaling an RSP at its baseline, want none", n, ReasonAdoptedUserEdit)
+	}
+	if _, ds := r.store.Snapshot("st-scale"); len(ds) != 0 {
+		t.Errorf("decisions %+v for scaling an RSP at its baseline, want none", ds)
+	}
+}
+
+// The same scale while fedfailover's shift is on the RSP changes what the
+// failback restores: it is reported, on the RSP and on the policy.
+func TestScaleWhileShiftedReported(t *testing.T) {
+	r, c, fm, key, user := stateFixture(t, "st-scale-shifted")
+	rec := events.NewFakeRecorder(100)
+	r.recorder = rec
+	shiftByFailure(t, r, c, fm, key, user)
+	drain(rec.Events)
+	scaleRSP(t, c, key, 8)
+	passAt(t, r, key, t0.Add(13*time.Second))
+	if m := contract.StateFromRecord(&recordOf(t, c, key).Spec); m.Baseline.TotalReplicas != 8 {
+		t.Errorf("baseline totalReplicas %d after the scale to 8, want 8", m.Baseline.TotalReplicas)
+	}
+	if n := countPrefix(drain(rec.Events), "Normal "+ReasonAdoptedUserEdit+" "); n != 2 {
+		t.Errorf("%d %s events for scaling a shifted RSP, want one on the RSP and one on the policy", n, ReasonAdoptedUserEdit)
+	}
+	_, ds := r.store.Snapshot("st-scale-shifted")
+	if !slices.ContainsFunc(ds, func(d v1alpha1.Decision) bool { return d.Reason == ReasonAdoptedUserEdit }) {
+		t.Errorf("decisions %+v, want the adopted edit", ds)
+	}
+}
+
+// scaleRSP sets the RSP's totalReplicas as `kubectl edit` would.
+func scaleRSP(t *testing.T, c client.Client, key client.ObjectKey, total int32) {
+	t.Helper()
+	rsp := &fedschedv1a1.ReplicaSchedulingPreference{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	patch := fmt.Appendf(nil, `{"spec":{"totalReplicas":%d}}`, total)
+	if err := c.Patch(context.Background(), rsp, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
 	}
 }

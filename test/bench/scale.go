@@ -108,7 +108,11 @@ minute.
 A run is INVALID (no figures, the reasons instead, in the table and the
 JSON) when in its steady window the 1-minute load average exceeded
 --max-load (default 0.75 per core: 1.5 on 2 cores), a member did not answer
-/readyz within 1 s, or the churn driver fell more than 10 s behind.
+/readyz within 1 s, or the churn driver fell more than 10 s behind. The
+decision steps (taint, RSP shift) run after it, the churn stopped, once the
+load is down again, and are judged the same way over their own window:
+their latencies are figures only from a window with headroom, whatever the
+steady window's verdict.
 
 Then runs the manager binary (cmd/manager, --leader-elect, metrics on a
 loopback port) as its own process and measures:

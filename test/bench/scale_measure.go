@@ -81,8 +81,13 @@ type scResult struct {
 	// window (nil where the kernel does not report it).
 	Pressure *scPressure `json:"pressure_over_steady_window,omitempty"`
 
-	Taint *scLatency `json:"evidence_to_taint"`
-	Shift *scLatency `json:"exhaustion_to_rsp_shift"`
+	// DecisionsValidity is the verdict on the decision steps' own window
+	// (the power-offs and the exhaustion, after the steady window, churn
+	// stopped): their latencies are figures only from a window with
+	// headroom, whatever the steady window's verdict. Nil: they did not run.
+	DecisionsValidity *scValidity `json:"decisions_validity,omitempty"`
+	Taint             *scLatency  `json:"evidence_to_taint"`
+	Shift             *scLatency  `json:"exhaustion_to_rsp_shift"`
 	// Sharded (--replicas above 1): each replica's figures (the manager's
 	// figures above are the largest replica's memory and the replicas'
 	// summed CPU and requests), the taint latencies by the role of the
@@ -327,23 +332,9 @@ func (b *scBench) measure(ctx context.Context, r *scResult) error {
 	for _, m := range ms {
 		b.saveProfiles(ctx, m, r, ms.tag(m, "steady"))
 	}
-	if !r.Validity.Valid {
-		b.progress("skipping the decision latencies: the run is INVALID")
-		return nil
+	if err := b.decisions(ctx, ms, r); err != nil {
+		return err
 	}
-	holder, leader, err := ms.heldBy(ctx)
-	if err != nil {
-		return fmt.Errorf("which replica holds which member: %w", err)
-	}
-	role := func(member string) string { return ms.role(holder, leader, member) }
-	if r.Taint, r.TaintByHolder, err = b.powerOffs(ctx, role); err != nil {
-		return fmt.Errorf("taint latency: %w", err)
-	}
-	r.Taint.Basis = scTaintBasis
-	if r.Shift, r.ShiftHolder, err = b.exhaustion(ctx, role); err != nil {
-		return fmt.Errorf("shift latency: %w", err)
-	}
-	r.Shift.Basis = scShiftBasis
 	ms.peaks(r)
 	r.PeakRSSMB = largest(r.Replicas, func(x scReplica) float64 { return x.PeakRSSMB })
 	return nil
@@ -560,6 +551,43 @@ func (b *scBench) waitQuiet(ctx context.Context, what string) error {
 			return err
 		}
 	}
+}
+
+// decisions times the decision steps (power-offs, then exhaustion) in a
+// window of their own, judged like the steady window: with the churn
+// stopped the machine often has the headroom the steady window lacked, and
+// a steady window with headroom says nothing of the minutes after it.
+func (b *scBench) decisions(ctx context.Context, ms scManagers, r *scResult) error {
+	holder, leader, err := ms.heldBy(ctx)
+	if err != nil {
+		return fmt.Errorf("which replica holds which member: %w", err)
+	}
+	role := func(member string) string { return ms.role(holder, leader, member) }
+	if err := b.waitQuiet(ctx, "decision steps"); err != nil {
+		return err
+	}
+	health, err := b.startHealth(ctx)
+	if err != nil {
+		return err
+	}
+	if r.Taint, r.TaintByHolder, err = b.powerOffs(ctx, role); err != nil {
+		health.finish()
+		return fmt.Errorf("taint latency: %w", err)
+	}
+	r.Taint.Basis = scTaintBasis
+	r.Shift, r.ShiftHolder, err = b.exhaustion(ctx, role)
+	v := judgeValidity(health.finish(), b.o.maxLoad, 0, scMaxChurnLag)
+	if err != nil {
+		return fmt.Errorf("shift latency: %w", err)
+	}
+	r.Shift.Basis = scShiftBasis
+	r.DecisionsValidity = &v
+	if v.Valid {
+		b.progress("decision steps VALID: load at most %.2f (limit %.2f), every probe within %s", v.MaxLoad1, v.MaxLoad, scProbeLimit)
+	} else {
+		b.progress("decision steps INVALID: %s", strings.Join(v.Reasons, "; "))
+	}
+	return nil
 }
 
 // loadAvg reads the machine's 1- and 5-minute load averages.

@@ -35,28 +35,40 @@ func scSeconds(l *scLatency, p func(*scLatency) *float64) string {
 
 // scTargets evaluates the targets. RSS applies at the goal size
 // (3 x 2,000 x 10) or larger only.
+// The steady window's verdict decides the steady targets, the decision
+// steps' own verdict the decision latencies.
 func scTargets(r *scResult) map[string]string {
-	if !r.Validity.Valid {
-		return map[string]string{"sync": scInvalid, "rss": scInvalid, "cpu": scInvalid, "member_writes": scInvalid, "host_writes": scInvalid, "taint": scInvalid, "shift": scInvalid}
+	out := map[string]string{"sync": scInvalid, "rss": scInvalid, "cpu": scInvalid, "member_writes": scInvalid, "host_writes": scInvalid,
+		"taint": scInvalid, "shift": scInvalid}
+	if r.Validity.Valid {
+		rssTarget, rssApplies := scRSSTarget(r)
+		rss := math.Max(r.RSSAfterSyncMB, r.RSSAfterSteadyMB)
+		out["sync"] = scVerdict(true, r.SyncSeconds <= scTargetSyncS)
+		out["rss"] = scVerdict(rssApplies, rss <= rssTarget)
+		out["cpu"] = scVerdict(true, r.CPUPercent <= scTargetCPUPercent)
+		out["member_writes"] = scVerdict(true, r.MemberWrites == 0)
+		out["host_writes"] = scVerdict(true, r.HostOtherWrites == 0)
 	}
+	decisionsValid := r.decisionsValid()
 	decided := func(l *scLatency) bool {
 		return l != nil && len(l.Samples) > 0 && l.Missing == 0 && l.P99 != nil && *l.P99 <= scTargetDecisionS
 	}
-	rssTarget, rssApplies := scRSSTarget(r)
-	rss := math.Max(r.RSSAfterSyncMB, r.RSSAfterSteadyMB)
-	out := map[string]string{
-		"sync":          scVerdict(true, r.SyncSeconds <= scTargetSyncS),
-		"rss":           scVerdict(rssApplies, rss <= rssTarget),
-		"cpu":           scVerdict(true, r.CPUPercent <= scTargetCPUPercent),
-		"member_writes": scVerdict(true, r.MemberWrites == 0),
-		"host_writes":   scVerdict(true, r.HostOtherWrites == 0),
-		"taint":         scVerdict(r.Taint != nil && (len(r.Taint.Samples) > 0 || r.Taint.Missing > 0), decided(r.Taint)),
-		"shift":         scVerdict(r.Shift != nil && (len(r.Shift.Samples) > 0 || r.Shift.Missing > 0), decided(r.Shift)),
+	if decisionsValid {
+		out["taint"] = scVerdict(r.Taint != nil && (len(r.Taint.Samples) > 0 || r.Taint.Missing > 0), decided(r.Taint))
+		out["shift"] = scVerdict(r.Shift != nil && (len(r.Shift.Samples) > 0 || r.Shift.Missing > 0), decided(r.Shift))
 	}
 	for role, l := range r.TaintByHolder {
-		out["taint_held_by_"+role] = scVerdict(true, decided(l))
+		out["taint_held_by_"+role] = scInvalid
+		if decisionsValid {
+			out["taint_held_by_"+role] = scVerdict(true, decided(l))
+		}
 	}
 	return out
+}
+
+// decisionsValid: the decision steps ran in a window with headroom.
+func (r *scResult) decisionsValid() bool {
+	return r.DecisionsValidity != nil && r.DecisionsValidity.Valid
 }
 
 // scRSSTarget is the memory target and whether it applies: 300 MB for one
@@ -106,7 +118,7 @@ func (b *scBench) report(r *scResult) error {
 		return fmt.Sprintf(format, v...)
 	}
 	lat := func(l *scLatency, p func(*scLatency) *float64) string {
-		if !r.Validity.Valid {
+		if !r.decisionsValid() {
 			return scInvalid
 		}
 		return scSeconds(l, p)
@@ -147,6 +159,9 @@ func (b *scBench) report(r *scResult) error {
 			fmt.Fprintf(out, "  - %s\n", why)
 		}
 	}
+	if err := b.reportDecisions(r); err != nil {
+		return err
+	}
 	if err := scLabCostTable(out, r); err != nil {
 		return err
 	}
@@ -182,17 +197,37 @@ func (b *scBench) report(r *scResult) error {
 			return err
 		}
 	}
+	fmt.Fprintf(out, "machine load average at the end of the steady window: %.2f (1 min), %.2f (5 min); peak RSS %.0f MB\n", r.LoadAvg1, r.LoadAvg5, r.PeakRSSMB)
+	return b.writeJSON(r, t)
+}
+
+// reportDecisions says whether the decision steps had headroom of their
+// own and, when they had, how many of each were timed.
+func (b *scBench) reportDecisions(r *scResult) error {
+	out := b.out
+	v := r.DecisionsValidity
+	switch {
+	case v == nil:
+		_, err := fmt.Fprintln(out, "decision steps: not run")
+		return err
+	case !v.Valid:
+		fmt.Fprintln(out, "decision steps INVALID (their window had no headroom; the latencies are not reported):")
+		for _, why := range v.Reasons {
+			fmt.Fprintf(out, "  - %s\n", why)
+		}
+		return nil
+	}
 	missing := func(l *scLatency) int {
 		if l == nil {
 			return 0
 		}
 		return l.Missing
 	}
-	fmt.Fprintf(out, "decisions: %d taints timed (%d not seen), %d RSP shifts timed (%d not seen), both ends from watches (stamped on delivery, host clock)\n",
-		len(r.Taint.Samples), missing(r.Taint), len(r.Shift.Samples), missing(r.Shift))
-	fmt.Fprintf(out, "  taint: %s\n  shift: %s\n", scTaintBasis, scShiftBasis)
-	fmt.Fprintf(out, "machine load average at the end of the steady window: %.2f (1 min), %.2f (5 min); peak RSS %.0f MB\n", r.LoadAvg1, r.LoadAvg5, r.PeakRSSMB)
-	return b.writeJSON(r, t)
+	fmt.Fprintf(out, "decision steps VALID (their own window: load average at most %.2f, limit %.2f, every probe within %s in %d samples): "+
+		"%d taints timed (%d not seen), %d RSP shifts timed (%d not seen), both ends from watches (stamped on delivery, host clock)\n",
+		v.MaxLoad1, v.MaxLoad, scProbeLimit, v.Samples, len(r.Taint.Samples), missing(r.Taint), len(r.Shift.Samples), missing(r.Shift))
+	_, err := fmt.Fprintf(out, "  taint: %s\n  shift: %s\n", scTaintBasis, scShiftBasis)
+	return err
 }
 
 func (b *scBench) writeJSON(r *scResult, t map[string]string) error {
@@ -200,21 +235,29 @@ func (b *scBench) writeJSON(r *scResult, t map[string]string) error {
 	if err != nil {
 		return err
 	}
+	var decisionsWhy []string
+	if v := r.DecisionsValidity; v != nil {
+		decisionsWhy = v.Reasons
+	}
 	return WriteJSON(b.out, map[string]any{"benchmark": "scale", "size": b.o.size, "valid": r.Validity.Valid, "invalid_reasons": r.Validity.Reasons,
+		"decisions_valid": r.decisionsValid(), "decisions_invalid_reasons": decisionsWhy,
 		"result": res, "targets": t,
 		"target_values": map[string]any{"rss_mb": scTargetRSSMB, "cpu_percent": scTargetCPUPercent, "writes_per_second": 0, "decision_p99_seconds": scTargetDecisionS, "sync_seconds": scTargetSyncS,
 			"max_load_average_1m": r.Validity.MaxLoad, "probe_limit_seconds": scProbeLimit.Seconds(), "max_churn_lag_seconds": scMaxChurnLag.Seconds()}})
 }
 
-// scManagerFigures are the result's keys that hold the manager's figures:
-// an INVALID run's JSON leaves them out (absent, not zero: a zero would
-// read as a figure).
-var scManagerFigures = []string{
-	"sync_seconds", "rss_after_sync_mb", "heap_inuse_after_sync_mb", "rss_after_steady_mb", "heap_inuse_after_steady_mb",
-	"peak_rss_mb", "idle_cpu_percent_of_one_core", "requests_per_second", "host_lease_writes_per_second",
-	"member_writes_per_second", "host_writes_without_leader_election_per_second", "evidence_to_taint", "exhaustion_to_rsp_shift",
-	"replicas", "evidence_to_taint_by_holder", "exhaustion_member_holder",
-}
+// scSteadyFigures are the result's keys that hold the manager's figures
+// of the steady window, scDecisionFigures those of the decision steps: a
+// window without headroom leaves its keys out of the JSON (absent, not
+// zero: a zero would read as a figure).
+var (
+	scSteadyFigures = []string{
+		"sync_seconds", "rss_after_sync_mb", "heap_inuse_after_sync_mb", "rss_after_steady_mb", "heap_inuse_after_steady_mb",
+		"peak_rss_mb", "idle_cpu_percent_of_one_core", "requests_per_second", "host_lease_writes_per_second",
+		"member_writes_per_second", "host_writes_without_leader_election_per_second", "replicas",
+	}
+	scDecisionFigures = []string{"evidence_to_taint", "exhaustion_to_rsp_shift", "evidence_to_taint_by_holder", "exhaustion_member_holder"}
+)
 
 // largestNote marks a sharded run's memory figures as the largest
 // replica's.
@@ -243,10 +286,18 @@ func scReplicaTable(out io.Writer, r *scResult) error {
 	return Table(out, []string{"REPLICA", "LEADER", "MEMBERS HELD", "RSS SYNC / STEADY (MB)", "HEAP SYNC / STEADY (MB)", "PEAK RSS (MB)", "CPU (% OF ONE CORE)"}, rows)
 }
 
-// scJSONResult is the result as written to BENCH_JSON; an INVALID run's
-// carries the lab's and the rig's figures and the reasons only.
+// scJSONResult is the result as written to BENCH_JSON; an INVALID
+// window's part carries the lab's and the rig's figures and the reasons
+// only.
 func scJSONResult(r *scResult) (any, error) {
-	if r.Validity.Valid {
+	var drop []string
+	if !r.Validity.Valid {
+		drop = append(drop, scSteadyFigures...)
+	}
+	if !r.decisionsValid() {
+		drop = append(drop, scDecisionFigures...)
+	}
+	if len(drop) == 0 {
 		return r, nil
 	}
 	data, err := json.Marshal(r)
@@ -257,7 +308,7 @@ func scJSONResult(r *scResult) (any, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
 	}
-	for _, k := range scManagerFigures {
+	for _, k := range drop {
 		delete(m, k)
 	}
 	return m, nil

@@ -162,6 +162,59 @@ func TestInvalidRunHasNoFigures(t *testing.T) {
 	}
 }
 
+// The decision steps are judged by their own window: their latencies are
+// figures when that window had headroom, even if the steady window had
+// none, and are not when it had none, whatever the steady window's verdict.
+func TestDecisionsJudgedByTheirOwnWindow(t *testing.T) {
+	r := &scResult{Members: 3, NodesPerMem: 2000, PodsPerNode: 10, PodsTotal: 60000, RSSAfterSyncMB: 250,
+		Taint: latency([]float64{0.4, 0.5}, 0), Shift: latency([]float64{2}, 0),
+		Validity:          judgeValidity([]scHealthSample{{Load1: 3}}, 1.5, 0, scMaxChurnLag),
+		DecisionsValidity: &scValidity{Valid: true, MaxLoad: 1.5, MaxLoad1: 0.9, Samples: 40}}
+	check := func(what string, wantTargets map[string]string, present, absent []string, printed ...string) {
+		t.Helper()
+		got := scTargets(r)
+		for k, want := range wantTargets {
+			if got[k] != want {
+				t.Errorf("%s: target %s %s, want %s", what, k, got[k], want)
+			}
+		}
+		res, err := scJSONResult(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(res)
+		for _, k := range present {
+			if !strings.Contains(string(data), `"`+k+`"`) {
+				t.Errorf("%s: JSON lacks %s: %s", what, k, data)
+			}
+		}
+		for _, k := range absent {
+			if strings.Contains(string(data), `"`+k+`"`) {
+				t.Errorf("%s: JSON carries %s: %s", what, k, data)
+			}
+		}
+		var out bytes.Buffer
+		if err := (&scBench{out: &out, o: scOptions{size: "goal"}}).report(r); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range printed {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: report lacks %q:\n%s", what, want, out.String())
+			}
+		}
+	}
+	check("steady INVALID, decisions VALID",
+		map[string]string{"rss": scInvalid, "taint": "PASS", "shift": "MISS"},
+		[]string{"evidence_to_taint", "exhaustion_to_rsp_shift"}, []string{"rss_after_sync_mb"},
+		"run INVALID", "decision steps VALID", "0.400         0.500")
+	r.Validity = scValidity{Valid: true, MaxLoad: 1.5, Samples: 40}
+	r.DecisionsValidity = &scValidity{MaxLoad: 1.5, Reasons: []string{"load average 2.10 above 1.50"}}
+	check("steady VALID, decisions INVALID",
+		map[string]string{"rss": "PASS", "taint": scInvalid, "shift": scInvalid},
+		[]string{"rss_after_sync_mb"}, []string{"evidence_to_taint", "exhaustion_to_rsp_shift"},
+		"run VALID", "decision steps INVALID", "load average 2.10 above 1.50")
+}
+
 // scale-plan reads only valid runs' figures.
 func TestScalePlanReadsValidRunsOnly(t *testing.T) {
 	dir := t.TempDir()

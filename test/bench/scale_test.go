@@ -22,7 +22,7 @@ func TestLabNodesPerMemberKeepsOneOn(t *testing.T) {
 
 func TestScaleTargets(t *testing.T) {
 	r := &scResult{PodsTotal: 60000, RSSAfterSyncMB: 250, RSSAfterSteadyMB: 310, CPUPercent: 1.5, SyncSeconds: 61,
-		Taint: latency([]float64{0.2, 0.9}, 0), Shift: latency([]float64{0.5}, 1), Validity: scValidity{Valid: true}}
+		Taint: latency([]float64{0.2, 0.9}, 0), Shift: latency([]float64{0.5}, 1), Validity: scValidity{Valid: true}, DecisionsValidity: &scValidity{Valid: true}}
 	got := scTargets(r)
 	want := map[string]string{"sync": "MISS", "rss": "MISS", "cpu": "PASS", "member_writes": "PASS", "host_writes": "PASS", "taint": "PASS", "shift": "MISS"}
 	for k, v := range want {
@@ -48,7 +48,7 @@ func TestLatencyWithoutSamplesIsNull(t *testing.T) {
 	if want := `"p50_seconds":null,"p99_seconds":null`; !strings.Contains(string(b), want) {
 		t.Errorf("JSON %s, want %s", b, want)
 	}
-	if got := scTargets(&scResult{Taint: latency(nil, 10), Validity: scValidity{Valid: true}})["taint"]; got != "MISS" {
+	if got := scTargets(&scResult{Taint: latency(nil, 10), Validity: scValidity{Valid: true}, DecisionsValidity: &scValidity{Valid: true}})["taint"]; got != "MISS" {
 		t.Errorf("taint without samples: %s, want MISS", got)
 	}
 	b, _ = json.Marshal(latency([]float64{0.25, 0.5}, 0))
@@ -130,7 +130,7 @@ func TestShiftClock(t *testing.T) {
 func TestShardedRunTargetsEachReplica(t *testing.T) {
 	valid := scValidity{Valid: true}
 	sharded := &scResult{PodsTotal: 500000, Replicas: []scReplica{{Name: "replica-0"}, {Name: "replica-1"}, {Name: "replica-2"}},
-		RSSAfterSyncMB: 900, RSSAfterSteadyMB: 950, Validity: valid,
+		RSSAfterSyncMB: 900, RSSAfterSteadyMB: 950, Validity: valid, DecisionsValidity: &valid,
 		TaintByHolder: map[string]*scLatency{scHeldByLeader: latency([]float64{0.2}, 0), scHeldByNonLeader: latency([]float64{0.3, 2.5}, 0)}}
 	got := scTargets(sharded)
 	if got["rss"] != "PASS" || got["taint_held_by_leader"] != "PASS" || got["taint_held_by_non-leader"] != "MISS" {

@@ -145,7 +145,8 @@ loopback port) as its own process and measures:
                 own lastTransitionTime is not used (whole seconds, truncated:
                 it over-stated the taint latency by up to 1 s)
 Targets: all members connected <= 60 s; RSS <= 300 MB at 3 x 2,000 x 10; CPU at
-the churn rate <= 2 % of a core; 0 writes at steady state; decision p99 <= 1 s. Heap and CPU profiles of the manager are
+the churn rate <= 2 % of a core; 0 writes at steady state; decision p99 <= 1 s. Heap and CPU profiles of the manager (the CPU
+profile over the last minute of the steady window, the churn running) are
 saved to --profile-dir and their top entries printed; the manager's log is kept
 there too (<size>-manager.log).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {

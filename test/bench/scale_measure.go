@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -130,6 +131,9 @@ type scManager struct {
 	pprof   string // http://127.0.0.1:PORT/debug/pprof
 	bin     string
 	peak    float64 // highest RSS sampled, MB
+	// steadyCPU is the CPU profile taken over the end of the steady window,
+	// while the churn ran (nil: none taken).
+	steadyCPU []byte
 }
 
 // scStopGrace is how long a manager gets to stop.
@@ -431,7 +435,9 @@ func (b *scBench) steady(ctx context.Context, ms scManagers, r *scResult) error 
 	stall0, stallOK := readStallTotals()
 	s0, l0, c0, t0, err := read(true)
 	if err == nil {
+		profiled := b.steadyCPUProfiles(ctx, ms, b.o.steady)
 		err = sleepCtx(ctx, b.o.steady)
+		profiled()
 	}
 	var s1 []Series
 	var l1 float64
@@ -605,8 +611,40 @@ func loadAvg() (float64, float64) {
 	return l1, l5
 }
 
-// saveProfiles saves a heap and a 20 s CPU profile of the manager and
-// prints their top entries.
+// scSteadyProfile is how much of the end of the steady window each
+// manager's CPU profile covers.
+const scSteadyProfile = 60 * time.Second
+
+// steadyCPUProfiles takes each manager's CPU profile over the last
+// scSteadyProfile of a window of length window that starts now, while the
+// churn runs: a profile taken after the window shows the manager at rest,
+// not what the churn costs it. The returned func waits for them.
+func (b *scBench) steadyCPUProfiles(ctx context.Context, ms scManagers, window time.Duration) func() {
+	secs := int(min(window, scSteadyProfile).Seconds())
+	if secs < 1 {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			if sleepCtx(ctx, window-time.Duration(secs)*time.Second) != nil {
+				return
+			}
+			url := fmt.Sprintf("%s/profile?seconds=%d", m.pprof, secs)
+			data, err := httpGet(ctx, url, time.Duration(secs)*time.Second+time.Minute)
+			if err != nil {
+				b.progress("CPU profile of the steady window: %v", err)
+				return
+			}
+			m.steadyCPU = data
+		})
+	}
+	return wg.Wait
+}
+
+// saveProfiles saves a heap and a CPU profile of the manager (the steady
+// window's when one was taken, else 20 s from now) and prints their top
+// entries.
 func (b *scBench) saveProfiles(ctx context.Context, m *scManager, r *scResult, tag string) {
 	dir, err := filepath.Abs(b.o.profileDir)
 	if err == nil {
@@ -620,7 +658,12 @@ func (b *scBench) saveProfiles(ctx context.Context, m *scManager, r *scResult, t
 		{"heap", m.pprof + "/heap"},
 		{"cpu", m.pprof + "/profile?seconds=20"},
 	} {
-		data, err := httpGet(ctx, p.url, 60*time.Second)
+		var data []byte
+		if p.name == "cpu" && m.steadyCPU != nil {
+			data, m.steadyCPU = m.steadyCPU, nil
+		} else {
+			data, err = httpGet(ctx, p.url, 60*time.Second)
+		}
 		if err != nil {
 			b.progress("profile %s: %v", p.name, err)
 			continue

@@ -2,8 +2,14 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,5 +183,33 @@ func TestCostPointOfAShardedRun(t *testing.T) {
 	one := &scResult{Members: 3, PodsTotal: 60000, RSSAfterSyncMB: 280, RSSAfterSteadyMB: 290}
 	if got, want := costPoint(one), (CostPoint{Members: 3, Pods: 60000, MB: 290}); got != want {
 		t.Errorf("cost point %+v, want %+v", got, want)
+	}
+}
+
+// The steady window's CPU profile covers the end of the window (while the
+// churn runs), and saveProfiles keeps it rather than profiling the manager
+// at rest after the window.
+func TestSteadyCPUProfileIsTakenInTheWindow(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		fmt.Fprint(w, "profile of "+r.URL.Path)
+	}))
+	defer srv.Close()
+	m := &scManager{name: "manager", pprof: srv.URL + "/debug/pprof"}
+	b := &scBench{out: io.Discard}
+	start := time.Now()
+	b.steadyCPUProfiles(t.Context(), scManagers{m}, 3*time.Second)()
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Errorf("the profiles returned after %s: the fake pprof answers at once", waited)
+	}
+	if want := []string{"/debug/pprof/profile?seconds=3"}; !slices.Equal(asked, want) {
+		t.Errorf("asked %v, want %v (the whole 3s window, shorter than %s)", asked, want, scSteadyProfile)
+	}
+	if string(m.steadyCPU) != "profile of /debug/pprof/profile" {
+		t.Errorf("steady CPU profile %q not kept", m.steadyCPU)
 	}
 }
